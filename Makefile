@@ -1,0 +1,39 @@
+# Two commands set Switchyard up from nothing: `make serve` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+# torch is pinned here: the pinned CPU build installs from a local wheel in seconds,
+# while an unpinned torch pulls a multi-GB CUDA build.
+TORCH_PIN := torch==2.13.0
+
+.PHONY: serve test lint format bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+$(VENV)/.installed: $(BIN)/python pyproject.toml
+	$(BIN)/pip install -q $(TORCH_PIN)
+	$(BIN)/pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-dev: $(VENV)/.installed pyproject.toml
+	$(BIN)/pip install -q $(TORCH_PIN) -e '.[dev]'
+	touch $@
+
+serve: $(VENV)/.installed
+	$(BIN)/switchyard serve $(ARGS)
+
+test: $(VENV)/.installed-dev
+	$(BIN)/python -m pytest $(ARGS)
+
+lint: $(VENV)/.installed-dev
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(VENV)/.installed-dev
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

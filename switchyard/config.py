@@ -1,0 +1,59 @@
+"""Engine configuration, read and validated once at the edge (CLI, LLM constructor, server start)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from switchyard.engine.scheduler import SchedulerConfig
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    model: str = "switchyard-chat"
+    """A bundled model name or a Hugging Face model folder."""
+    tokenizer: str | None = None
+    """Tokenizer folder when it differs from the model folder."""
+    dtype: str = "auto"
+    """float32, bfloat16, float16, or auto (the checkpoint's dtype)."""
+    device: str = "auto"
+    """cpu, cuda, cuda:N, or auto (cuda when present)."""
+    block_size: int = 16
+    max_model_len: int | None = None
+    """Context length served; defaults to the model's max_position_embeddings."""
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int | None = None
+    """Token budget of one step; defaults to 512 on CPU and 4096 on CUDA."""
+    kv_cache_memory: int | None = None
+    """KV cache size in bytes; overrides memory_utilization."""
+    memory_utilization: float | None = None
+    """Fraction of device memory (on CPU: of the RAM available at start) that weights, activations and KV
+    cache may use; defaults to 0.9 on CUDA and 0.5 on CPU."""
+    seed: int = 0
+    """Seed of the random stream shared by requests that bring no seed of their own."""
+    skip_tokenizer: bool = False
+
+    def __post_init__(self) -> None:
+        if self.block_size < 1 or self.block_size & (self.block_size - 1):
+            raise ValueError("block_size must be a power of two")
+        if self.max_model_len is not None and self.max_model_len < 1:
+            raise ValueError("max_model_len must be >= 1")
+        if self.memory_utilization is not None and not 0 < self.memory_utilization <= 1:
+            raise ValueError("memory_utilization must be in (0, 1]")
+        if self.kv_cache_memory is not None and self.kv_cache_memory <= 0:
+            raise ValueError("kv_cache_memory must be > 0 bytes")
+
+    def resolved_device(self) -> torch.device:
+        if self.device == "auto":
+            return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        device = torch.device(self.device)
+        if device.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError("device cuda requested but CUDA is not available")
+        return device
+
+    def scheduler_config(self, device: torch.device) -> SchedulerConfig:
+        budget = self.max_num_batched_tokens or (4096 if device.type == "cuda" else 512)
+        return SchedulerConfig(
+            max_num_batched_tokens=max(budget, self.max_num_seqs), max_num_seqs=self.max_num_seqs
+        )

@@ -1,0 +1,483 @@
+"""The engine step loop: admit requests, schedule, run the model, sample, detokenize, report.
+
+`LLMEngine` is synchronous and single-threaded; the offline `LLM` drives it in a loop and the server drives it
+from an asyncio task. Bad requests raise InvalidRequestError at `add_request` and never reach the loop; a failure
+inside one request's processing fails that request only.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from switchyard.config import EngineConfig
+from switchyard.engine.block_manager import BlockManager
+from switchyard.engine.detokenizer import IncrementalDetokenizer
+from switchyard.engine.memory import (
+    KVCacheBudget,
+    analytic_activation_bytes,
+    available_bytes,
+    model_bytes,
+    peak_rss_bytes,
+    plan_budget,
+)
+from switchyard.engine.model_runner import ForwardResult, ModelRunner
+from switchyard.engine.sampler import Sampler, SamplingBatch, SamplingRow, check_token_ids, new_generator
+from switchyard.engine.sampling_params import SamplingParams
+from switchyard.engine.scheduler import Scheduler, SchedulingPolicy
+from switchyard.engine.sequence import (
+    CompletionOutput,
+    FinishReason,
+    Request,
+    RequestMetrics,
+    RequestOutput,
+    RequestTiming,
+    Sequence,
+    SequenceStatus,
+    TokenLogprob,
+    now,
+)
+from switchyard.errors import InvalidRequestError
+from switchyard.models.config import ModelArchConfig
+from switchyard.models.loader import load_model, parse_dtype
+from switchyard.models.tokenizer import eos_token_ids, load_generation_defaults, load_tokenizer
+
+logger = logging.getLogger(__name__)
+
+
+def resolve_model_path(name_or_path: str) -> Path:
+    """A bundled model name or a folder path -> the folder."""
+    path = Path(name_or_path).expanduser()
+    if path.is_dir():
+        return path
+    try:
+        from switchyard.bundled import resolve_model
+    except ImportError:
+        return path
+    return resolve_model(name_or_path)
+
+
+@dataclass
+class EngineStats:
+    num_running: int
+    num_waiting: int
+    kv_cache_usage: float
+    num_preemptions: int
+    num_free_blocks: int
+
+
+class LLMEngine:
+    def __init__(self, config: EngineConfig, policy: SchedulingPolicy | None = None) -> None:
+        self.config = config
+        self.device = config.resolved_device()
+        folder = resolve_model_path(config.model)
+        self.model_path = folder
+        arch = ModelArchConfig.from_folder(folder)
+        self.model_config = arch
+        dtype_name = config.dtype if config.dtype != "auto" else (arch.torch_dtype or "float32")
+        if dtype_name == "auto" or dtype_name not in ("float32", "bfloat16", "float16"):
+            dtype_name = "float32"
+        self.dtype = parse_dtype(dtype_name)
+        self.max_model_len = min(
+            config.max_model_len or arch.max_position_embeddings, arch.max_position_embeddings
+        )
+        if config.max_model_len and config.max_model_len > arch.max_position_embeddings:
+            raise ValueError(
+                f"max_model_len {config.max_model_len} exceeds the model's max_position_embeddings "
+                f"{arch.max_position_embeddings}"
+            )
+        self.tokenizer = None
+        if not config.skip_tokenizer:
+            self.tokenizer = load_tokenizer(Path(config.tokenizer) if config.tokenizer else folder)
+        generation = load_generation_defaults(folder)
+        self.eos_token_ids = eos_token_ids(self.tokenizer, arch.eos_token_ids, generation)
+        self.generation_defaults = generation
+
+        rss_before = peak_rss_bytes()
+        self.model = load_model(folder, self.dtype, self.device, max_positions=self.max_model_len)
+        weights = model_bytes(self.model)
+        self.scheduler_config = config.scheduler_config(self.device)
+        self.kv_budget = self._size_kv_cache(weights, rss_before)
+        logger.info("KV cache budget: %s", self.kv_budget.describe())
+
+        self.block_manager = BlockManager(self.kv_budget.num_blocks, config.block_size)
+        self.runner = ModelRunner(
+            self.model, self.kv_budget.num_blocks, config.block_size, self.dtype, self.device
+        )
+        self.scheduler = Scheduler(self.scheduler_config, self.block_manager, policy)
+        self.sampler = Sampler(generator=torch.Generator(device="cpu").manual_seed(config.seed))
+        self.requests: dict[str, Request] = {}
+        self._seq_ids = itertools.count()
+        self._pending: list[RequestOutput] = []
+        self.num_generated_tokens = 0
+        self.num_prompt_tokens = 0
+
+    # ----------------------------------------------------------------- set-up
+    def _size_kv_cache(self, weights: int, rss_before: int) -> KVCacheBudget:
+        arch = self.model_config
+        tokens = self.scheduler_config.max_num_batched_tokens
+        bs = self.config.block_size
+        probe = ModelRunner(self.model, -(-tokens // bs), bs, self.dtype, self.device)
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
+            base = torch.cuda.memory_allocated(self.device)
+            probe.profile_forward(tokens)
+            measured = torch.cuda.max_memory_allocated(self.device) - base
+        else:
+            before = max(peak_rss_bytes(), rss_before + weights)
+            probe.profile_forward(tokens)
+            measured = max(0, peak_rss_bytes() - before)
+        del probe
+        activations = max(measured, analytic_activation_bytes(arch, tokens, self.dtype))
+        return plan_budget(
+            config=arch,
+            dtype=self.dtype,
+            device=self.device,
+            weights_bytes=weights,
+            activation_bytes=activations,
+            block_size=bs,
+            max_model_len=self.max_model_len,
+            max_num_seqs=self.scheduler_config.max_num_seqs,
+            kv_cache_memory=self.config.kv_cache_memory,
+            memory_utilization=self.config.memory_utilization,
+            available_after_profile=available_bytes(self.device),
+        )
+
+    # --------------------------------------------------------------- requests
+    def tokenize(self, prompt: str) -> list[int]:
+        if self.tokenizer is None:
+            raise InvalidRequestError("this engine has no tokenizer: pass prompt token ids", param="prompt")
+        return list(self.tokenizer.encode(prompt, add_special_tokens=True))
+
+    def add_request(
+        self,
+        request_id: str,
+        prompt: str | list[int],
+        params: SamplingParams | None = None,
+        *,
+        arrival_time: float | None = None,
+        priority: int = 0,
+        tenant: str | None = None,
+    ) -> None:
+        """Validate and queue a request. Raises InvalidRequestError for a request that can never be served."""
+        params = params or SamplingParams()
+        if request_id in self.requests:
+            raise InvalidRequestError(f"request id {request_id!r} is already in use", param="request_id")
+        prompt_text = prompt if isinstance(prompt, str) else None
+        token_ids = self.tokenize(prompt) if isinstance(prompt, str) else list(prompt)
+        self._validate(token_ids, params)
+        max_tokens = (
+            params.max_tokens if params.max_tokens is not None else self.max_model_len - len(token_ids)
+        )
+        request = Request(
+            request_id=request_id,
+            prompt_token_ids=token_ids,
+            params=params,
+            max_tokens=max_tokens,
+            eos_token_ids=self.eos_token_ids,
+            timing=RequestTiming(arrival=arrival_time if arrival_time is not None else now()),
+            prompt=prompt_text,
+            priority=priority,
+            tenant=tenant,
+        )
+        if params.prompt_logprobs is not None:
+            request.prompt_logprobs = [None] * len(token_ids)
+        seq = self._new_sequence(request, 0, list(token_ids))
+        request.sequences.append(seq)
+        self.requests[request_id] = request
+        self.num_prompt_tokens += len(token_ids)
+        self.scheduler.add(seq)
+
+    def _validate(self, token_ids: list[int], params: SamplingParams) -> None:
+        if not token_ids:
+            raise InvalidRequestError("prompt is empty", param="prompt")
+        vocab = self.model_config.vocab_size
+        if min(token_ids) < 0 or max(token_ids) >= vocab:
+            raise InvalidRequestError(f"prompt token ids must be in [0, {vocab})", param="prompt")
+        if len(token_ids) >= self.max_model_len:
+            raise InvalidRequestError(
+                f"prompt has {len(token_ids)} tokens; the maximum context length is {self.max_model_len}, "
+                "which must also leave room for at least one generated token",
+                param="prompt",
+            )
+        max_tokens = (
+            params.max_tokens if params.max_tokens is not None else self.max_model_len - len(token_ids)
+        )
+        total = len(token_ids) + max_tokens
+        if total > self.max_model_len:
+            raise InvalidRequestError(
+                f"prompt ({len(token_ids)} tokens) + max_tokens ({max_tokens}) = {total} exceeds the maximum "
+                f"context length {self.max_model_len}",
+                param="max_tokens",
+            )
+        if self.block_manager.blocks_for_tokens(total) > self.block_manager.num_blocks:
+            raise InvalidRequestError(
+                f"prompt + max_tokens = {total} tokens can never fit in the KV cache "
+                f"({self.block_manager.num_blocks * self.block_manager.block_size} tokens)",
+                param="max_tokens",
+            )
+        if params.n > self.scheduler_config.max_num_seqs:
+            raise InvalidRequestError(f"n must be <= {self.scheduler_config.max_num_seqs}", param="n")
+        check_token_ids(params, vocab)
+
+    def _new_sequence(self, request: Request, index: int, token_ids: list[int]) -> Sequence:
+        params = request.params
+        generator = None
+        if params.seed is not None:
+            generator = new_generator((params.seed + 7919 * index) % (1 << 63), self.device)
+        detokenizer = None
+        if self.tokenizer is not None:
+            detokenizer = IncrementalDetokenizer(
+                self.tokenizer,
+                request.prompt_token_ids,
+                skip_special_tokens=params.skip_special_tokens,
+                stop=params.stop,
+                include_stop_str_in_output=params.include_stop_str_in_output,
+                min_tokens=params.min_tokens,
+            )
+        return Sequence(
+            seq_id=next(self._seq_ids),
+            request=request,
+            sample_index=index,
+            token_ids=token_ids,
+            generator=generator,
+            detokenizer=detokenizer,
+        )
+
+    def abort_request(self, request_id: str) -> None:
+        """Stop a request now and free its blocks; its final output comes from the next step()."""
+        request = self.requests.get(request_id)
+        if request is None:
+            return
+        for seq in request.sequences:
+            if not seq.is_finished:
+                self._finish(seq, FinishReason.ABORT)
+        self._pending.append(self._request_output(request))
+        self._forget_if_done(request)
+
+    def has_unfinished_requests(self) -> bool:
+        return bool(self.requests) or bool(self._pending)
+
+    def stats(self) -> EngineStats:
+        return EngineStats(
+            num_running=self.scheduler.num_running,
+            num_waiting=self.scheduler.num_waiting,
+            kv_cache_usage=self.block_manager.usage,
+            num_preemptions=self.scheduler.num_preemptions,
+            num_free_blocks=self.block_manager.num_free_blocks,
+        )
+
+    # ------------------------------------------------------------------- step
+    def step(self) -> list[RequestOutput]:
+        """Run one iteration; return outputs of requests that produced tokens, finished, or failed."""
+        outputs, self._pending = self._pending, []
+        plan = self.scheduler.schedule()
+        if plan.is_empty:
+            return outputs
+        start = now()
+        for seq, _ in plan.scheduled:
+            if seq.request.timing.first_scheduled is None:
+                seq.request.timing.first_scheduled = start
+        wants_prompt = {
+            seq.seq_id
+            for seq, _ in plan.scheduled
+            if seq.request.prompt_logprobs is not None and seq.num_computed_tokens < seq.num_prompt_tokens - 1
+        }
+        try:
+            self.runner.copy_blocks(plan.block_copies)
+            result = self.runner.execute(plan.scheduled, wants_prompt)
+        except Exception as exc:  # the forward failed: fail this step's requests, keep the engine alive
+            logger.exception("forward pass failed")
+            failed = {seq.request.request_id: seq.request for seq, _ in plan.scheduled}
+            for request in failed.values():
+                outputs.append(self._fail(request, f"internal error during forward pass: {exc}"))
+            return outputs
+
+        for seq, num_new in plan.scheduled:
+            seq.num_computed_tokens += num_new
+        self._record_prompt_logprobs(result)
+        touched = self._sample(result)
+        for request in touched:
+            outputs.append(self._request_output(request))
+            self._forget_if_done(request)
+        return outputs
+
+    def _sample(self, result: ForwardResult) -> list[Request]:
+        rows: list[Sequence] = []
+        row_logits: list[int] = []
+        for i, seq in enumerate(result.sampled_seqs):
+            request = seq.request
+            if not request.forked and seq.sample_index == 0:
+                for index in range(1, request.params.n):
+                    child = self._new_sequence(request, index, list(seq.token_ids))
+                    child.num_computed_tokens = seq.num_computed_tokens
+                    self.block_manager.fork(seq, child)
+                    request.sequences.append(child)
+                    self.scheduler.add_running(child)
+                    rows.append(child)
+                    row_logits.append(i)
+            rows.append(seq)
+            row_logits.append(i)
+        if not rows:
+            return []
+        logits = result.logits
+        if len(row_logits) != logits.shape[0] or row_logits != list(range(len(row_logits))):
+            logits = logits[torch.tensor(row_logits, device=logits.device)]
+        batch = SamplingBatch.build(
+            [
+                SamplingRow(
+                    params=seq.request.params,
+                    prompt_token_ids=seq.request.prompt_token_ids,
+                    output_token_ids=seq.output_token_ids,
+                    generator=seq.generator,
+                    eos_token_ids=seq.request.eos_token_ids,
+                )
+                for seq in rows
+            ],
+            vocab_size=logits.shape[-1],
+            device=logits.device,
+        )
+        sampled = self.sampler(logits, batch)
+        token_ids = sampled.token_ids.tolist()
+        token_logprobs = sampled.logprobs.tolist()
+        top = None
+        if sampled.top_logprobs is not None:
+            top = (sampled.top_logprobs[0].tolist(), sampled.top_logprobs[1].tolist())
+        stamp = now()
+        touched: dict[str, Request] = {}
+        for row, seq in enumerate(rows):
+            request = seq.request
+            touched[request.request_id] = request
+            if request.timing.first_token is None:
+                request.timing.first_token = stamp
+            try:
+                self._append_token(seq, token_ids[row], token_logprobs[row], top, row)
+            except Exception as exc:  # one request's post-processing failing must not stop the others
+                logger.exception("post-processing failed for request %s", request.request_id)
+                self._fail(request, f"internal error while processing output: {exc}")
+        return list(touched.values())
+
+    def _append_token(
+        self,
+        seq: Sequence,
+        token: int,
+        logprob: float,
+        top: tuple[list[list[float]], list[list[int]]] | None,
+        row: int,
+    ) -> None:
+        if seq.is_finished:
+            return
+        params = seq.request.params
+        seq.token_ids.append(token)
+        self.num_generated_tokens += 1
+        seq.cumulative_logprob += logprob
+        if params.logprobs is not None:
+            alternatives = []
+            if top is not None and params.logprobs:
+                values, ids = top
+                alternatives = list(
+                    zip(ids[row][: params.logprobs], values[row][: params.logprobs], strict=True)
+                )
+            seq.logprobs.append(TokenLogprob(token, logprob, alternatives))
+        past_min = seq.num_output_tokens >= params.min_tokens
+        # A finishing EOS or stop token is kept in token_ids but never shown as text.
+        if past_min and not params.ignore_eos and token in seq.request.eos_token_ids:
+            self._finish(seq, FinishReason.STOP)
+            return
+        if past_min and token in params.stop_token_ids:
+            self._finish(seq, FinishReason.STOP, token)
+            return
+        if seq.detokenizer is not None:
+            stop_string = seq.detokenizer.add_tokens([token]).stop_string
+            if stop_string is not None:
+                self._finish(seq, FinishReason.STOP, stop_string)
+                return
+        if seq.num_output_tokens >= seq.request.max_tokens or seq.num_tokens >= self.max_model_len:
+            self._finish(seq, FinishReason.LENGTH)
+
+    def _record_prompt_logprobs(self, result: ForwardResult) -> None:
+        for seq_id, (first, logits) in result.prompt_logits.items():
+            seq = next(s for s in self.scheduler.running if s.seq_id == seq_id)
+            request = seq.request
+            assert request.prompt_logprobs is not None
+            k = request.params.prompt_logprobs or 0
+            logprobs = torch.log_softmax(logits, dim=-1)
+            targets = torch.tensor(request.prompt_token_ids[first + 1 : first + 1 + logits.shape[0]])
+            chosen = logprobs.gather(1, targets[:, None]).squeeze(1).tolist()
+            top_values = top_ids = None
+            if k:
+                top_values, top_ids = (t.tolist() for t in logprobs.topk(k, dim=-1))
+            for j, value in enumerate(chosen):
+                position = first + 1 + j
+                if request.prompt_logprobs[position] is None:
+                    alternatives = (
+                        list(zip(top_ids[j], top_values[j], strict=True)) if top_ids and top_values else []
+                    )
+                    request.prompt_logprobs[position] = TokenLogprob(targets[j].item(), value, alternatives)
+
+    # --------------------------------------------------------------- finishing
+    def _finish(self, seq: Sequence, reason: FinishReason, stop_reason: str | int | None = None) -> None:
+        if seq.status is not SequenceStatus.FINISHED:
+            self.scheduler.remove(seq)
+        seq.status = SequenceStatus.FINISHED
+        seq.finish_reason = reason
+        seq.stop_reason = stop_reason
+        stopped_on_string = isinstance(stop_reason, str)
+        if seq.detokenizer is not None and not stopped_on_string:
+            seq.detokenizer.flush()  # release text held back as a possible stop-string prefix
+        if seq.request.timing.finished is None and all(s.is_finished for s in seq.request.sequences):
+            seq.request.timing.finished = now()
+
+    def _fail(self, request: Request, message: str) -> RequestOutput:
+        request.error = message
+        for seq in request.sequences:
+            if not seq.is_finished:
+                self._finish(seq, FinishReason.ERROR)
+        output = self._request_output(request)
+        self._forget_if_done(request)
+        return output
+
+    def _forget_if_done(self, request: Request) -> None:
+        if request.is_finished:
+            self.requests.pop(request.request_id, None)
+
+    def _request_output(self, request: Request) -> RequestOutput:
+        completions = []
+        for seq in request.sequences:
+            text = seq.detokenizer.text if seq.detokenizer is not None else ""
+            output_ids = seq.output_token_ids
+            want_logprobs = request.params.logprobs is not None
+            completions.append(
+                CompletionOutput(
+                    index=seq.sample_index,
+                    text=text,
+                    token_ids=output_ids,
+                    delta_text=text[seq.num_emitted_chars :],
+                    delta_token_ids=output_ids[seq.num_emitted_tokens :],
+                    logprobs=list(seq.logprobs) if want_logprobs else None,
+                    delta_logprobs=seq.logprobs[seq.num_emitted_tokens :] if want_logprobs else None,
+                    cumulative_logprob=seq.cumulative_logprob,
+                    finish_reason=seq.finish_reason.value if seq.finish_reason else None,
+                    stop_reason=seq.stop_reason,
+                )
+            )
+            seq.num_emitted_chars = len(text)
+            seq.num_emitted_tokens = len(output_ids)
+        timing = request.timing
+        return RequestOutput(
+            request_id=request.request_id,
+            prompt=request.prompt,
+            prompt_token_ids=request.prompt_token_ids,
+            outputs=completions,
+            finished=request.is_finished,
+            num_cached_tokens=request.num_cached_tokens,
+            prompt_logprobs=request.prompt_logprobs,
+            metrics=RequestMetrics(
+                timing.arrival, timing.first_scheduled, timing.first_token, timing.finished
+            ),
+            error=request.error,
+        )

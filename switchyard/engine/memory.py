@@ -1,0 +1,129 @@
+"""Sizes the KV cache from a memory budget after profiling one forward pass at the step's token budget."""
+
+from __future__ import annotations
+
+import logging
+import resource
+from dataclasses import dataclass
+
+import psutil
+import torch
+
+from switchyard.models.config import ModelArchConfig
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class KVCacheBudget:
+    weights_bytes: int
+    activation_bytes: int
+    kv_bytes_per_token: int
+    """2 (K and V) x layers x kv_heads x head_dim x dtype bytes."""
+    block_size: int
+    num_blocks: int
+    max_model_len: int
+    budget_bytes: int
+    """Memory granted to the KV cache before capping to what max_num_seqs could ever use."""
+
+    @property
+    def kv_cache_bytes(self) -> int:
+        return self.num_blocks * self.block_size * self.kv_bytes_per_token
+
+    @property
+    def max_concurrent_seqs_at_max_len(self) -> float:
+        return self.num_blocks * self.block_size / self.max_model_len
+
+    def describe(self) -> str:
+        mib = 1 << 20
+        return (
+            f"weights {self.weights_bytes / mib:.1f} MiB, activations {self.activation_bytes / mib:.1f} MiB, "
+            f"KV {self.kv_bytes_per_token} B/token, {self.num_blocks} blocks of {self.block_size} tokens "
+            f"({self.kv_cache_bytes / mib:.1f} MiB), {self.max_concurrent_seqs_at_max_len:.2f} sequences "
+            f"at max_model_len {self.max_model_len}"
+        )
+
+
+def kv_bytes_per_token(config: ModelArchConfig, dtype: torch.dtype) -> int:
+    element = torch.empty((), dtype=dtype).element_size()
+    return 2 * config.num_hidden_layers * config.num_key_value_heads * config.head_dim * element
+
+
+def model_bytes(model: torch.nn.Module) -> int:
+    seen: set[int] = set()
+    total = 0
+    for param in model.parameters():
+        if param.data_ptr() not in seen:
+            seen.add(param.data_ptr())
+            total += param.numel() * param.element_size()
+    return total
+
+
+def analytic_activation_bytes(config: ModelArchConfig, num_tokens: int, dtype: torch.dtype) -> int:
+    """A floor for the activation peak when measurement is coarse: the widest per-layer tensors at once."""
+    element = torch.empty((), dtype=dtype).element_size()
+    width = config.hidden_size * 4 + config.q_size * 3 + config.kv_size * 4 + config.intermediate_size * 4
+    return num_tokens * width * element + num_tokens * config.vocab_size * 4
+
+
+def peak_rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def available_bytes(device: torch.device) -> int:
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return free
+    return psutil.virtual_memory().available
+
+
+def plan_budget(
+    *,
+    config: ModelArchConfig,
+    dtype: torch.dtype,
+    device: torch.device,
+    weights_bytes: int,
+    activation_bytes: int,
+    block_size: int,
+    max_model_len: int,
+    max_num_seqs: int,
+    kv_cache_memory: int | None,
+    memory_utilization: float | None,
+    available_after_profile: int,
+) -> KVCacheBudget:
+    """Blocks the KV cache gets. Raises ValueError when not even one max_model_len sequence fits."""
+    per_token = kv_bytes_per_token(config, dtype)
+    if kv_cache_memory is not None:
+        budget = kv_cache_memory
+    else:
+        utilization = memory_utilization or (0.9 if device.type == "cuda" else 0.5)
+        if device.type == "cuda":
+            total = torch.cuda.get_device_properties(device).total_memory
+            budget = int(total * utilization) - (total - available_after_profile) - activation_bytes
+        else:
+            # Weights are already resident, so they are no longer in `available`.
+            budget = int(available_after_profile * utilization) - activation_bytes
+    per_block = per_token * block_size
+    blocks_per_seq = -(-max_model_len // block_size)
+    num_blocks = min(max(budget, 0) // per_block, max_num_seqs * blocks_per_seq)
+    plan = KVCacheBudget(
+        weights_bytes=weights_bytes,
+        activation_bytes=activation_bytes,
+        kv_bytes_per_token=per_token,
+        block_size=block_size,
+        num_blocks=int(num_blocks),
+        max_model_len=max_model_len,
+        budget_bytes=budget,
+    )
+    if num_blocks < 1:
+        raise ValueError(
+            f"KV cache budget too small for even one block: {plan.describe()}. "
+            "Raise --kv-cache-memory / --memory-utilization or use a smaller --max-num-batched-tokens."
+        )
+    if num_blocks < blocks_per_seq:
+        logger.warning(
+            "KV cache holds fewer tokens (%d) than max_model_len (%d); longer requests are rejected at admission",
+            num_blocks * block_size,
+            max_model_len,
+        )
+    return plan

@@ -1,0 +1,158 @@
+"""Turns a scheduled step into one forward pass: flat inputs, attention metadata, KV copies, logits.
+
+Inputs are laid out decodes first (sequences computing exactly one token), then prefill chunks, matching what
+`models.attention` expects. Only the rows that are sampled (and prompt-logprob rows, when asked) go through the
+LM head, which on large vocabularies is a big share of a step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from switchyard.engine.sequence import Sequence
+from switchyard.models.attention import AttentionMetadata
+from switchyard.models.llama import KVCaches, LlamaForCausalLM
+
+
+@dataclass
+class ForwardResult:
+    """Logits of one step. `sample_rows[i]` is the logits row of `sampled_seqs[i]`."""
+
+    sampled_seqs: list[Sequence]
+    logits: torch.Tensor
+    """float32 [len(sampled_seqs), vocab]: the distribution of each finishing sequence's next token."""
+    prompt_logits: dict[int, tuple[int, torch.Tensor]]
+    """seq_id -> (first position, float32 logits [chunk, vocab]) for sequences whose request wants prompt
+    logprobs; row j predicts the token at position first + j + 1."""
+
+
+class ModelRunner:
+    def __init__(
+        self,
+        model: LlamaForCausalLM,
+        num_blocks: int,
+        block_size: int,
+        dtype: torch.dtype,
+        device: torch.device,
+    ) -> None:
+        self.model = model
+        self.block_size = block_size
+        self.device = device
+        config = model.config
+        self.sliding_window = config.sliding_window
+        # One tensor for all layers: [layers, K/V, blocks, block_size, kv_heads, head_dim]. Zero-filled so that
+        # masked-out slots never hold NaN (0 * NaN would leak through the attention weights).
+        self.kv_cache = torch.zeros(
+            config.num_hidden_layers,
+            2,
+            num_blocks,
+            block_size,
+            config.num_key_value_heads,
+            config.head_dim,
+            dtype=dtype,
+            device=device,
+        )
+        self.kv_caches: KVCaches = [(layer[0], layer[1]) for layer in self.kv_cache]
+
+    def copy_blocks(self, copies: list[tuple[int, int]]) -> None:
+        """Perform copy-on-write block copies across all layers."""
+        if not copies:
+            return
+        src = torch.tensor([s for s, _ in copies], device=self.device)
+        dst = torch.tensor([d for _, d in copies], device=self.device)
+        self.kv_cache[:, :, dst] = self.kv_cache[:, :, src]
+
+    def execute(self, scheduled: list[tuple[Sequence, int]], wants_prompt_logits: set[int]) -> ForwardResult:
+        """Run the forward pass for the scheduled (sequence, number of new tokens) pairs."""
+        bs = self.block_size
+        decodes = [seq for seq, n in scheduled if n == 1]
+        prefills = [(seq, n) for seq, n in scheduled if n > 1]
+
+        input_ids: list[int] = []
+        positions: list[int] = []
+        slots: list[int] = []
+        sample_index: list[int] = []
+        sampled: list[Sequence] = []
+        decode_tables: list[list[int]] = []
+        decode_lens: list[int] = []
+        prompt_rows: list[tuple[Sequence, int, int, int]] = []
+        for seq in decodes:
+            pos = seq.num_computed_tokens
+            input_ids.append(seq.token_ids[pos])
+            positions.append(pos)
+            slots.append(seq.block_table[pos // bs] * bs + pos % bs)
+            decode_tables.append(seq.block_table)
+            decode_lens.append(pos + 1)
+            if seq.seq_id in wants_prompt_logits:
+                prompt_rows.append((seq, len(input_ids) - 1, pos, 1))
+            if pos + 1 == seq.num_tokens:
+                sample_index.append(len(input_ids) - 1)
+                sampled.append(seq)
+
+        spans: list[tuple[int, int, int, list[int]]] = []
+        for seq, num_new in prefills:
+            first = seq.num_computed_tokens
+            start = len(input_ids)
+            input_ids.extend(seq.token_ids[first : first + num_new])
+            pos = np.arange(first, first + num_new)
+            positions.extend(pos.tolist())
+            table = np.asarray(seq.block_table)
+            slots.extend((table[pos // bs] * bs + pos % bs).tolist())
+            spans.append((start, start + num_new, first + num_new, seq.block_table))
+            if seq.seq_id in wants_prompt_logits:
+                prompt_rows.append((seq, start, first, num_new))
+            if first + num_new == seq.num_tokens:
+                sample_index.append(start + num_new - 1)
+                sampled.append(seq)
+
+        device = self.device
+        metadata = AttentionMetadata.build(
+            slot_mapping=torch.tensor(slots, dtype=torch.long, device=device),
+            block_size=bs,
+            decode_block_tables=decode_tables,
+            decode_context_lens=decode_lens,
+            prefill_spans=spans,
+            device=device,
+            sliding_window=self.sliding_window,
+        )
+        hidden = self.model(
+            torch.tensor(input_ids, dtype=torch.long, device=device),
+            torch.tensor(positions, dtype=torch.long, device=device),
+            self.kv_caches,
+            metadata,
+        )
+        logits = self.model.compute_logits(
+            hidden[torch.tensor(sample_index, dtype=torch.long, device=device)]
+        )
+        prompt_logits: dict[int, tuple[int, torch.Tensor]] = {}
+        for seq, start, first, num_new in prompt_rows:
+            # Rows at positions >= the prompt's last token predict generated tokens, not prompt tokens.
+            count = max(0, min(seq.num_prompt_tokens - 1 - first, num_new))
+            if count:
+                prompt_logits[seq.seq_id] = (first, self.model.compute_logits(hidden[start : start + count]))
+        return ForwardResult(sampled_seqs=sampled, logits=logits, prompt_logits=prompt_logits)
+
+    def profile_forward(self, num_tokens: int) -> None:
+        """One prefill of num_tokens through the first blocks, to measure the activation peak."""
+        bs = self.block_size
+        num_blocks = self.kv_cache.shape[2]
+        if -(-num_tokens // bs) > num_blocks:
+            raise ValueError("profiling KV cache too small for the token budget")
+        table = list(range(-(-num_tokens // bs)))
+        metadata = AttentionMetadata.build(
+            slot_mapping=torch.arange(num_tokens, device=self.device),
+            block_size=bs,
+            decode_block_tables=[],
+            decode_context_lens=[],
+            prefill_spans=[(0, num_tokens, num_tokens, table)],
+            device=self.device,
+            sliding_window=self.sliding_window,
+        )
+        ids = torch.zeros(num_tokens, dtype=torch.long, device=self.device)
+        # Positions wrap at the rotary table's length; only the shapes matter for profiling.
+        positions = torch.arange(num_tokens, device=self.device) % self.model.rotary.cos_table.shape[0]
+        hidden = self.model(ids, positions, self.kv_caches, metadata)
+        self.model.compute_logits(hidden[-min(num_tokens, 256) :])

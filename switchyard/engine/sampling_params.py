@@ -1,0 +1,92 @@
+"""Per-request sampling parameters, shaped like vLLM's SamplingParams and validated once at construction."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from switchyard.errors import InvalidRequestError
+
+
+@dataclass
+class SamplingParams:
+    """How to sample one request's completion(s). Invalid values raise InvalidRequestError naming the field."""
+
+    n: int = 1
+    """Number of completions sampled from the same prompt (they share the prompt's KV blocks)."""
+    temperature: float = 1.0
+    """0 means greedy."""
+    top_p: float = 1.0
+    top_k: int = 0
+    """0 or -1 disables top-k."""
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+    """Divides positive logits (multiplies negative ones) of tokens seen in the prompt or output; 1 = off."""
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    logit_bias: dict[int, float] | None = None
+    seed: int | None = None
+    """Makes this request's samples reproducible whatever else is in the batch."""
+    stop: list[str] = field(default_factory=list)
+    stop_token_ids: list[int] = field(default_factory=list)
+    max_tokens: int | None = 16
+    """None means up to the model's context length."""
+    min_tokens: int = 0
+    ignore_eos: bool = False
+    logprobs: int | None = None
+    """Return this many top logprobs per generated token (0 = only the sampled token's)."""
+    prompt_logprobs: int | None = None
+    skip_special_tokens: bool = True
+    include_stop_str_in_output: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.stop, str):
+            self.stop = [self.stop]
+        self.stop = list(self.stop or [])
+        self.stop_token_ids = list(self.stop_token_ids or [])
+        if self.top_k == -1:
+            self.top_k = 0
+        self._validate()
+
+    def _validate(self) -> None:
+        _check(isinstance(self.n, int) and self.n >= 1, "n must be an integer >= 1", "n")
+        _check(self.temperature >= 0, "temperature must be >= 0", "temperature")
+        _check(0 < self.top_p <= 1, "top_p must be in (0, 1]", "top_p")
+        _check(isinstance(self.top_k, int) and self.top_k >= 0, "top_k must be -1, 0 (off) or >= 1", "top_k")
+        _check(0 <= self.min_p <= 1, "min_p must be in [0, 1]", "min_p")
+        _check(self.repetition_penalty > 0, "repetition_penalty must be > 0", "repetition_penalty")
+        _check(-2 <= self.presence_penalty <= 2, "presence_penalty must be in [-2, 2]", "presence_penalty")
+        _check(-2 <= self.frequency_penalty <= 2, "frequency_penalty must be in [-2, 2]", "frequency_penalty")
+        _check(
+            self.max_tokens is None or (isinstance(self.max_tokens, int) and self.max_tokens >= 1),
+            "max_tokens must be an integer >= 1",
+            "max_tokens",
+        )
+        _check(self.min_tokens >= 0, "min_tokens must be >= 0", "min_tokens")
+        _check(
+            self.max_tokens is None or self.min_tokens <= self.max_tokens,
+            "min_tokens must not exceed max_tokens",
+            "min_tokens",
+        )
+        _check(self.logprobs is None or 0 <= self.logprobs <= 20, "logprobs must be in [0, 20]", "logprobs")
+        _check(
+            self.prompt_logprobs is None or 0 <= self.prompt_logprobs <= 20,
+            "prompt_logprobs must be in [0, 20]",
+            "prompt_logprobs",
+        )
+        _check(all(isinstance(s, str) and s for s in self.stop), "stop must be non-empty strings", "stop")
+        _check(len(self.stop) <= 16, "at most 16 stop strings", "stop")
+        if self.logit_bias:
+            _check(
+                all(-100 <= b <= 100 for b in self.logit_bias.values()),
+                "logit_bias values must be in [-100, 100]",
+                "logit_bias",
+            )
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+
+def _check(condition: bool, message: str, param: str) -> None:
+    if not condition:
+        raise InvalidRequestError(message, param=param)

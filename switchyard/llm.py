@@ -1,0 +1,115 @@
+"""The offline API, shaped like vLLM's: `LLM(model=...).generate(prompts, SamplingParams(...))`."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence as Seq
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from switchyard.config import EngineConfig
+from switchyard.engine.engine import LLMEngine
+from switchyard.engine.sampling_params import SamplingParams
+from switchyard.engine.sequence import RequestOutput
+from switchyard.errors import InvalidRequestError
+from switchyard.models.tokenizer import render_chat
+
+Prompt = str | list[int]
+Message = dict[str, Any]
+
+
+class LLM:
+    """Loads a model once and generates for batches of prompts with continuous batching.
+
+    Engine settings are EngineConfig's fields as keyword arguments: LLM(model="switchyard-chat", dtype="bfloat16").
+    """
+
+    def __init__(
+        self, model: str = "switchyard-chat", *, config: EngineConfig | None = None, **engine_args: Any
+    ):
+        self.engine = LLMEngine(config or EngineConfig(model=model, **engine_args))
+        self._ids = itertools.count()
+
+    @property
+    def tokenizer(self) -> Any:
+        return self.engine.tokenizer
+
+    def generate(
+        self,
+        prompts: Prompt | Seq[Prompt],
+        sampling_params: SamplingParams | Seq[SamplingParams] | None = None,
+        *,
+        use_tqdm: bool | None = None,
+    ) -> list[RequestOutput]:
+        """Generate for each prompt (text or token ids); outputs come back in the prompts' order.
+
+        A bad prompt or parameter raises InvalidRequestError before any work starts.
+        """
+        batch = _as_prompt_list(prompts)
+        params = _as_params_list(sampling_params, len(batch))
+        ids = [f"offline-{next(self._ids)}" for _ in batch]
+        added: list[str] = []
+        try:
+            for request_id, prompt, p in zip(ids, batch, params, strict=True):
+                self.engine.add_request(request_id, prompt, p)
+                added.append(request_id)
+        except Exception:
+            for request_id in added:
+                self.engine.abort_request(request_id)
+            self.engine.step()  # drain the abort outputs
+            raise
+        return self._run(ids, use_tqdm if use_tqdm is not None else len(batch) >= 16)
+
+    def chat(
+        self,
+        messages: list[Message] | list[list[Message]],
+        sampling_params: SamplingParams | Seq[SamplingParams] | None = None,
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        use_tqdm: bool | None = None,
+        **template_kwargs: Any,
+    ) -> list[RequestOutput]:
+        """Apply the model's chat template to one conversation or a list of them, then generate."""
+        if self.tokenizer is None:
+            raise InvalidRequestError("chat needs a tokenizer", param="messages")
+        conversations = [messages] if messages and isinstance(messages[0], dict) else messages
+        prompts = [
+            render_chat(self.tokenizer, conv, tools=tools, **template_kwargs) for conv in conversations
+        ]  # type: ignore[arg-type]
+        return self.generate(prompts, sampling_params, use_tqdm=use_tqdm)
+
+    def _run(self, ids: list[str], show_progress: bool) -> list[RequestOutput]:
+        finished: dict[str, RequestOutput] = {}
+        wanted = set(ids)
+        with tqdm(total=len(ids), desc="generating", unit="req", disable=not show_progress) as bar:
+            while len(finished) < len(ids):
+                for output in self.engine.step():
+                    if output.finished and output.request_id in wanted:
+                        finished[output.request_id] = output
+                        bar.update(1)
+        return [finished[i] for i in ids]
+
+
+def _as_prompt_list(prompts: Prompt | Seq[Prompt]) -> list[Prompt]:
+    if isinstance(prompts, str):
+        return [prompts]
+    if isinstance(prompts, list) and prompts and isinstance(prompts[0], int):
+        return [prompts]  # type: ignore[list-item]
+    result = list(prompts)  # type: ignore[arg-type]
+    if not result:
+        raise InvalidRequestError("no prompts given", param="prompts")
+    return result
+
+
+def _as_params_list(params: SamplingParams | Seq[SamplingParams] | None, count: int) -> list[SamplingParams]:
+    if params is None:
+        return [SamplingParams() for _ in range(count)]
+    if isinstance(params, SamplingParams):
+        return [params] * count
+    result = list(params)
+    if len(result) != count:
+        raise InvalidRequestError(
+            f"got {len(result)} sampling params for {count} prompts", param="sampling_params"
+        )
+    return result

@@ -1,0 +1,179 @@
+"""Attention over a paged KV cache.
+
+The KV cache of one layer is a pair of tensors shaped [num_blocks, block_size, num_kv_heads, head_dim]. A
+sequence owns a list of blocks (its block table); token i of the sequence lives in slot
+`block_table[i // block_size] * block_size + i % block_size`. The engine describes each forward pass with an
+`AttentionMetadata`; the model never sees sequences or the scheduler.
+
+A step's tokens are laid out decode tokens first (one per decoding sequence), then the prefill chunks. Decodes
+are attended in one batched call; each prefill chunk in its own call, since chunks differ in length.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+
+
+@dataclass
+class PrefillSpan:
+    """One sequence's prefill chunk inside the flat token batch."""
+
+    start: int
+    """First index of the chunk in the step's flat token batch."""
+    end: int
+    """One past its last index."""
+    context_len: int
+    """Tokens of the sequence in the cache once this chunk is written (cached prefix + chunk)."""
+    block_table: torch.Tensor
+    """The blocks holding positions [0, context_len), as a 1-D long tensor on the model's device."""
+    mask: torch.Tensor | None = None
+    """Boolean [q_len, context_len] mask, None when plain causal attention over the chunk alone suffices."""
+
+    @property
+    def num_tokens(self) -> int:
+        return self.end - self.start
+
+
+@dataclass
+class AttentionMetadata:
+    """What one forward pass needs to read and write the paged KV cache. Built once per step."""
+
+    slot_mapping: torch.Tensor
+    """[num_tokens] slot of each token of the batch, where its key and value are written."""
+    block_size: int
+    num_decode_tokens: int = 0
+    decode_block_tables: torch.Tensor | None = None
+    """[num_decodes, max_blocks] block tables of the decoding sequences, padded with block 0."""
+    decode_mask: torch.Tensor | None = None
+    """[num_decodes, 1, 1, max_blocks * block_size] which gathered slots each decode may attend to."""
+    prefills: list[PrefillSpan] = field(default_factory=list)
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        slot_mapping: torch.Tensor,
+        block_size: int,
+        decode_block_tables: list[list[int]],
+        decode_context_lens: list[int],
+        prefill_spans: list[tuple[int, int, int, list[int]]],
+        device: torch.device,
+        sliding_window: int | None = None,
+    ) -> AttentionMetadata:
+        """Make the metadata from plain lists; all tensors and masks are derived here, once per step.
+
+        prefill_spans holds (start, end, context_len, block_table) per prefill chunk.
+        """
+        num_decodes = len(decode_context_lens)
+        decode_tables = decode_mask = None
+        if num_decodes:
+            width = max(len(t) for t in decode_block_tables)
+            padded = [t + [0] * (width - len(t)) for t in decode_block_tables]
+            decode_tables = torch.tensor(padded, dtype=torch.long, device=device)
+            lens = torch.tensor(decode_context_lens, dtype=torch.long, device=device)
+            key_pos = torch.arange(width * block_size, device=device)
+            decode_mask = key_pos[None, :] < lens[:, None]
+            if sliding_window is not None:
+                decode_mask &= key_pos[None, :] >= (lens[:, None] - sliding_window)
+            decode_mask = decode_mask[:, None, None, :]
+        prefills = []
+        for start, end, context_len, table in prefill_spans:
+            q_len = end - start
+            needed_blocks = -(-context_len // block_size)
+            mask = None
+            windowed = sliding_window is not None and context_len > sliding_window
+            if context_len != q_len or windowed:
+                q_pos = torch.arange(context_len - q_len, context_len, device=device)[:, None]
+                k_pos = torch.arange(context_len, device=device)[None, :]
+                mask = k_pos <= q_pos
+                if sliding_window is not None:
+                    mask &= k_pos > q_pos - sliding_window
+            prefills.append(
+                PrefillSpan(
+                    start=start,
+                    end=end,
+                    context_len=context_len,
+                    block_table=torch.tensor(table[:needed_blocks], dtype=torch.long, device=device),
+                    mask=mask,
+                )
+            )
+        return cls(
+            slot_mapping=slot_mapping,
+            block_size=block_size,
+            num_decode_tokens=num_decodes,
+            decode_block_tables=decode_tables,
+            decode_mask=decode_mask,
+            prefills=prefills,
+        )
+
+
+def write_kv(
+    key: torch.Tensor, value: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slots: torch.Tensor
+) -> None:
+    """Store this step's keys and values ([tokens, kv_heads, head_dim]) in their slots; mutates the caches."""
+    num_kv_heads, head_dim = k_cache.shape[-2:]
+    k_cache.view(-1, num_kv_heads, head_dim).index_copy_(0, slots, key)
+    v_cache.view(-1, num_kv_heads, head_dim).index_copy_(0, slots, value)
+
+
+def paged_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    metadata: AttentionMetadata,
+    scale: float,
+) -> torch.Tensor:
+    """Attention for a flat batch of tokens: query [T, heads, head_dim] -> [T, heads, head_dim].
+
+    Keys and values of this step must already be written to the cache (write_kv).
+    """
+    out = torch.empty_like(query)
+    num_decodes = metadata.num_decode_tokens
+    if num_decodes:
+        out[:num_decodes] = _decode_attention(query[:num_decodes], k_cache, v_cache, metadata, scale)
+    for span in metadata.prefills:
+        q = query[span.start : span.end].transpose(0, 1).unsqueeze(0)
+        if span.mask is None:
+            # Whole prompt in one chunk: attend to the fresh keys, no gather needed.
+            k = key[span.start : span.end].transpose(0, 1).unsqueeze(0)
+            v = value[span.start : span.end].transpose(0, 1).unsqueeze(0)
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale, enable_gqa=True)
+        else:
+            k = k_cache[span.block_table].flatten(0, 1)[: span.context_len]
+            v = v_cache[span.block_table].flatten(0, 1)[: span.context_len]
+            o = F.scaled_dot_product_attention(
+                q,
+                k.transpose(0, 1).unsqueeze(0),
+                v.transpose(0, 1).unsqueeze(0),
+                attn_mask=span.mask,
+                scale=scale,
+                enable_gqa=True,
+            )
+        out[span.start : span.end] = o.squeeze(0).transpose(0, 1)
+    return out
+
+
+def _decode_attention(
+    query: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    metadata: AttentionMetadata,
+    scale: float,
+) -> torch.Tensor:
+    """One new token per sequence. The query heads sharing a KV head are laid out as that head's query rows,
+    so grouped-query attention needs no copy of the keys per query head."""
+    assert metadata.decode_block_tables is not None and metadata.decode_mask is not None
+    num_decodes, num_heads, head_dim = query.shape
+    num_kv_heads = k_cache.shape[-2]
+    group = num_heads // num_kv_heads
+    # [D, blocks, block_size, kv_heads, hd] -> [D, kv_heads, L, hd]
+    k = k_cache[metadata.decode_block_tables].flatten(1, 2).transpose(1, 2)
+    v = v_cache[metadata.decode_block_tables].flatten(1, 2).transpose(1, 2)
+    q = query.view(num_decodes, num_kv_heads, group, head_dim)
+    o = F.scaled_dot_product_attention(q, k, v, attn_mask=metadata.decode_mask, scale=scale)
+    return o.reshape(num_decodes, num_heads, head_dim)

@@ -1,0 +1,150 @@
+"""Loads a Hugging Face model folder (config.json + safetensors) into a LlamaForCausalLM.
+
+Weights are read through safetensors' memory map, converted to the requested dtype and placed on the requested
+device one tensor at a time, so peak memory stays near the size of the converted model.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError, safe_open
+
+from switchyard.errors import ModelLoadError
+from switchyard.models.config import ModelArchConfig
+from switchyard.models.llama import LlamaForCausalLM
+from switchyard.models.rope import RotaryEmbedding
+
+DTYPES: dict[str, torch.dtype] = {
+    "float32": torch.float32,
+    "fp32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "bf16": torch.bfloat16,
+    "float16": torch.float16,
+    "fp16": torch.float16,
+    "half": torch.float16,
+}
+
+
+def parse_dtype(dtype: str | torch.dtype) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        if dtype not in DTYPES.values():
+            raise ValueError(f"unsupported dtype {dtype}; use float32, bfloat16 or float16")
+        return dtype
+    try:
+        return DTYPES[dtype.lower()]
+    except KeyError:
+        raise ValueError(f"unsupported dtype {dtype!r}; use one of {', '.join(DTYPES)}") from None
+
+
+def weight_files(folder: Path) -> dict[str, Path]:
+    """Map every tensor name to the safetensors file holding it (single file or sharded with index)."""
+    index_path = folder / "model.safetensors.index.json"
+    single = folder / "model.safetensors"
+    if index_path.is_file():
+        try:
+            weight_map = json.loads(index_path.read_text())["weight_map"]
+        except (OSError, json.JSONDecodeError, KeyError) as exc:
+            raise ModelLoadError(f"malformed index: {exc}", str(index_path)) from None
+        return {name: folder / file for name, file in weight_map.items()}
+    files = [single] if single.is_file() else sorted(folder.glob("*.safetensors"))
+    if not files:
+        found = [p.name for p in folder.glob("*.bin")]
+        hint = f" (found {', '.join(found)}: convert it to safetensors)" if found else ""
+        raise ModelLoadError(f"no model.safetensors or sharded safetensors with index{hint}", str(folder))
+    mapping: dict[str, Path] = {}
+    for path in files:
+        for name in _open(path).keys():  # noqa: SIM118 - safe_open has keys(), not iteration
+            mapping[name] = path
+    return mapping
+
+
+def _open(path: Path):  # type: ignore[no-untyped-def]
+    if not path.is_file():
+        raise ModelLoadError("weight file listed in the index is missing", str(path))
+    try:
+        return safe_open(str(path), framework="pt", device="cpu")
+    except (SafetensorError, OSError, ValueError) as exc:
+        raise ModelLoadError(
+            f"cannot read safetensors file (truncated or corrupt?): {exc}", str(path)
+        ) from None
+
+
+def load_model(
+    folder: str | Path,
+    dtype: str | torch.dtype = "float32",
+    device: str | torch.device = "cpu",
+    max_positions: int | None = None,
+) -> LlamaForCausalLM:
+    """Build the model described by `folder/config.json` and fill it from the folder's safetensors."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ModelLoadError("model folder not found", str(folder))
+    config = ModelArchConfig.from_folder(folder)
+    torch_dtype = parse_dtype(dtype)
+    device = torch.device(device)
+    with torch.device("meta"):
+        model = LlamaForCausalLM(config, max_positions)
+    model.rotary = RotaryEmbedding(
+        config.rope,
+        config.head_dim,
+        max_positions or config.max_position_embeddings,
+        config.max_position_embeddings,
+    ).to(device)
+
+    locations = weight_files(folder)
+    handles: dict[Path, object] = {}
+    shards: dict[str, dict[int | None, torch.Tensor]] = defaultdict(dict)
+    params = dict(model.named_parameters())
+    for ckpt_name, param_name, shard in model.checkpoint_names():
+        path = locations.get(ckpt_name)
+        if path is None:
+            raise ModelLoadError(f"tensor {ckpt_name!r} is missing from the checkpoint", str(folder))
+        handle = handles.get(path) or handles.setdefault(path, _open(path))
+        try:
+            tensor = handle.get_tensor(ckpt_name)  # type: ignore[attr-defined]
+        except (SafetensorError, OSError, ValueError) as exc:
+            raise ModelLoadError(f"cannot read tensor {ckpt_name!r}: {exc}", str(path)) from None
+        expected = _expected_shape(params[param_name].shape, param_name, shard, config)
+        if tuple(tensor.shape) != expected:
+            raise ModelLoadError(
+                f"tensor {ckpt_name!r} has shape {tuple(tensor.shape)}, config.json implies {expected}",
+                str(path),
+            )
+        shards[param_name][shard] = tensor.to(device=device, dtype=torch_dtype)
+
+    for param_name, parts in shards.items():
+        value = parts[None] if None in parts else torch.cat([parts[i] for i in sorted(parts)], dim=0)  # type: ignore[index]
+        _set_parameter(model, param_name, torch.nn.Parameter(value, requires_grad=False))
+    if config.tie_word_embeddings:
+        model.lm_head.weight = model.model.embed_tokens.weight
+    elif "lm_head.weight" not in shards:
+        raise ModelLoadError("lm_head.weight is missing and embeddings are not tied", str(folder))
+    _check_no_meta(model, folder)
+    return model.eval()
+
+
+def _expected_shape(
+    fused: torch.Size, name: str, shard: int | None, config: ModelArchConfig
+) -> tuple[int, ...]:
+    if shard is None:
+        return tuple(fused)
+    if ".qkv_proj." in name:
+        rows = (config.q_size, config.kv_size, config.kv_size)[shard]
+    else:
+        rows = config.intermediate_size
+    return (rows, *fused[1:])
+
+
+def _set_parameter(model: torch.nn.Module, name: str, value: torch.nn.Parameter) -> None:
+    module_name, _, attr = name.rpartition(".")
+    setattr(model.get_submodule(module_name), attr, value)
+
+
+def _check_no_meta(model: torch.nn.Module, folder: Path) -> None:
+    for name, param in model.named_parameters():
+        if param.is_meta:
+            raise ModelLoadError(f"parameter {name!r} was not loaded", str(folder))

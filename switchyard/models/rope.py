@@ -1,0 +1,54 @@
+"""Rotary position embeddings: inverse frequencies for the supported scaling types, and their application."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from switchyard.models.config import RopeConfig
+
+
+def inverse_frequencies(rope: RopeConfig, head_dim: int, max_position_embeddings: int) -> torch.Tensor:
+    """Inverse frequencies in float32, following the definitions of each rope type in transformers."""
+    inv_freq = 1.0 / (rope.theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
+    if rope.rope_type == "linear":
+        return inv_freq / rope.factor
+    if rope.rope_type == "llama3":
+        original = rope.original_max_position_embeddings or max_position_embeddings
+        low_freq_wavelen = original / rope.low_freq_factor
+        high_freq_wavelen = original / rope.high_freq_factor
+        wavelen = 2 * math.pi / inv_freq
+        scaled = torch.where(wavelen > low_freq_wavelen, inv_freq / rope.factor, inv_freq)
+        smooth = (original / wavelen - rope.low_freq_factor) / (rope.high_freq_factor - rope.low_freq_factor)
+        smoothed = (1 - smooth) * scaled / rope.factor + smooth * scaled
+        is_medium = ~(wavelen < high_freq_wavelen) & ~(wavelen > low_freq_wavelen)
+        return torch.where(is_medium, smoothed, scaled)
+    return inv_freq
+
+
+class RotaryEmbedding(torch.nn.Module):
+    """Cos/sin tables for every position up to max_positions, computed once in float32."""
+
+    def __init__(self, rope: RopeConfig, head_dim: int, max_positions: int, max_position_embeddings: int):
+        super().__init__()
+        inv_freq = inverse_frequencies(rope, head_dim, max_position_embeddings)
+        positions = torch.arange(max_positions, dtype=torch.float32)
+        freqs = torch.outer(positions, inv_freq)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        self.register_buffer("cos_table", emb.cos(), persistent=False)
+        self.register_buffer("sin_table", emb.sin(), persistent=False)
+
+    def cos_sin(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """[T, 1, head_dim] tables for the given positions, cast to the activation dtype once per step."""
+        return (
+            self.cos_table[positions].to(dtype).unsqueeze(1),
+            self.sin_table[positions].to(dtype).unsqueeze(1),
+        )
+
+
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate [T, heads, head_dim] by the half-split convention Llama checkpoints use."""
+    half = x.shape[-1] // 2
+    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    return x * cos + rotated * sin

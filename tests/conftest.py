@@ -1,0 +1,30 @@
+"""Shared fixtures: small random-initialised models saved as Hugging Face folders (no hub needed)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from model_factory import build_hf_model
+from tokenizer_factory import build_tokenizer
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny Llama (vocab 320, 2 layers) with a trained tokenizer and chat template."""
+    folder = tmp_path_factory.mktemp("tiny-llama")
+    build_hf_model("llama", folder, seed=0)
+    build_tokenizer(folder, vocab_size=320)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen3_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("tiny-qwen3")
+    build_hf_model("qwen3", folder, seed=1)
+    build_tokenizer(folder, vocab_size=320)
+    return folder
