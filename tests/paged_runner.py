@@ -56,20 +56,12 @@ class PagedRunner:
         generator = torch.Generator().manual_seed(seed)
         shape = (num_blocks, block_size, config.num_key_value_heads, config.head_dim)
         self.kv_caches: KVCaches = [
-            (
-                self._garbage(shape, parameter.dtype, generator),
-                self._garbage(shape, parameter.dtype, generator),
-            )
+            (_garbage(shape, parameter, generator), _garbage(shape, parameter, generator))
             for _ in range(config.num_hidden_layers)
         ]
         self._free_blocks = list(range(num_blocks))
         random.Random(seed).shuffle(self._free_blocks)
         self.sequences: list[PagedSequence] = []
-
-    def _garbage(
-        self, shape: tuple[int, ...], dtype: torch.dtype, generator: torch.Generator
-    ) -> torch.Tensor:
-        return (torch.randn(shape, generator=generator) * _GARBAGE_SCALE).to(device=self.device, dtype=dtype)
 
     def add(self, prompt: Sequence[int]) -> int:
         """Register a sequence (nothing is computed yet); returns its id."""
@@ -184,3 +176,9 @@ class PagedRunner:
             for pos in range(first, first + count):
                 slots.append(table[pos // self.block_size] * self.block_size + pos % self.block_size)
         return torch.tensor(slots, dtype=torch.long, device=self.device)
+
+
+def _garbage(shape: tuple[int, ...], like: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """A cache tensor on `like`'s device and dtype, filled with large random values (see the module doc)."""
+    values = torch.randn(shape, generator=generator) * _GARBAGE_SCALE
+    return values.to(device=like.device, dtype=like.dtype)

@@ -50,6 +50,12 @@ class BlockManager:
         when there are not enough free blocks.
         """
         end = seq.num_computed_tokens + num_new_tokens
+        table = seq.block_table
+        if end <= len(table) * self.block_size:
+            # Fast path of a decode step: the tokens fit in blocks the sequence owns alone.
+            first = seq.num_computed_tokens // self.block_size
+            if all(self.ref_counts[block] == 1 for block in table[first:]):
+                return []
         shared = self._shared_written_blocks(seq, end)
         new_blocks = max(0, self.blocks_for_tokens(end) - len(seq.block_table))
         if new_blocks + len(shared) > len(self._free):

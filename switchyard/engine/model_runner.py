@@ -29,6 +29,20 @@ class ForwardResult:
     logprobs; row j predicts the token at position first + j + 1."""
 
 
+@dataclass
+class StepInputs:
+    """One step's model inputs, built by ModelRunner.prepare."""
+
+    input_ids: torch.Tensor
+    positions: torch.Tensor
+    metadata: AttentionMetadata
+    sample_index: torch.Tensor
+    """Rows of the flat batch whose logits are sampled, in the order of sampled_seqs."""
+    sampled_seqs: list[Sequence]
+    prompt_rows: list[tuple[Sequence, int, int, int]]
+    """(sequence, start row, first position, row count) of chunks whose prompt logprobs are wanted."""
+
+
 class ModelRunner:
     def __init__(
         self,
@@ -67,30 +81,31 @@ class ModelRunner:
 
     def execute(self, scheduled: list[tuple[Sequence, int]], wants_prompt_logits: set[int]) -> ForwardResult:
         """Run the forward pass for the scheduled (sequence, number of new tokens) pairs."""
+        return self.forward(self.prepare(scheduled, wants_prompt_logits))
+
+    def prepare(self, scheduled: list[tuple[Sequence, int]], wants_prompt_logits: set[int]) -> StepInputs:
+        """Flatten the step into model inputs; pure bookkeeping, no model work."""
         bs = self.block_size
         decodes = [seq for seq, n in scheduled if n == 1]
         prefills = [(seq, n) for seq, n in scheduled if n > 1]
 
-        input_ids: list[int] = []
-        positions: list[int] = []
-        slots: list[int] = []
-        sample_index: list[int] = []
-        sampled: list[Sequence] = []
-        decode_tables: list[list[int]] = []
-        decode_lens: list[int] = []
+        # Decodes: one token each, built with comprehensions since this runs for every running sequence.
+        shift = bs.bit_length() - 1
+        positions = [seq.num_computed_tokens for seq in decodes]
+        input_ids = [seq.token_ids[pos] for seq, pos in zip(decodes, positions, strict=True)]
+        decode_tables = [seq.block_table for seq in decodes]
+        slots = [
+            (table[pos >> shift] << shift) + (pos & (bs - 1))
+            for table, pos in zip(decode_tables, positions, strict=True)
+        ]
+        decode_lens = [pos + 1 for pos in positions]
+        sample_index = [i for i, seq in enumerate(decodes) if decode_lens[i] == len(seq.token_ids)]
+        sampled = [decodes[i] for i in sample_index]
         prompt_rows: list[tuple[Sequence, int, int, int]] = []
-        for seq in decodes:
-            pos = seq.num_computed_tokens
-            input_ids.append(seq.token_ids[pos])
-            positions.append(pos)
-            slots.append(seq.block_table[pos // bs] * bs + pos % bs)
-            decode_tables.append(seq.block_table)
-            decode_lens.append(pos + 1)
-            if seq.seq_id in wants_prompt_logits:
-                prompt_rows.append((seq, len(input_ids) - 1, pos, 1))
-            if pos + 1 == seq.num_tokens:
-                sample_index.append(len(input_ids) - 1)
-                sampled.append(seq)
+        if wants_prompt_logits:
+            prompt_rows = [
+                (seq, i, positions[i], 1) for i, seq in enumerate(decodes) if seq.seq_id in wants_prompt_logits
+            ]
 
         spans: list[tuple[int, int, int, list[int]]] = []
         for seq, num_new in prefills:
@@ -118,22 +133,25 @@ class ModelRunner:
             device=device,
             sliding_window=self.sliding_window,
         )
-        hidden = self.model(
-            torch.tensor(input_ids, dtype=torch.long, device=device),
-            torch.tensor(positions, dtype=torch.long, device=device),
-            self.kv_caches,
-            metadata,
+        return StepInputs(
+            input_ids=torch.tensor(input_ids, dtype=torch.long, device=device),
+            positions=torch.tensor(positions, dtype=torch.long, device=device),
+            metadata=metadata,
+            sample_index=torch.tensor(sample_index, dtype=torch.long, device=device),
+            sampled_seqs=sampled,
+            prompt_rows=prompt_rows,
         )
-        logits = self.model.compute_logits(
-            hidden[torch.tensor(sample_index, dtype=torch.long, device=device)]
-        )
+
+    def forward(self, inputs: StepInputs) -> ForwardResult:
+        hidden = self.model(inputs.input_ids, inputs.positions, self.kv_caches, inputs.metadata)
+        logits = self.model.compute_logits(hidden[inputs.sample_index])
         prompt_logits: dict[int, tuple[int, torch.Tensor]] = {}
-        for seq, start, first, num_new in prompt_rows:
+        for seq, start, first, num_new in inputs.prompt_rows:
             # Rows at positions >= the prompt's last token predict generated tokens, not prompt tokens.
             count = max(0, min(seq.num_prompt_tokens - 1 - first, num_new))
             if count:
                 prompt_logits[seq.seq_id] = (first, self.model.compute_logits(hidden[start : start + count]))
-        return ForwardResult(sampled_seqs=sampled, logits=logits, prompt_logits=prompt_logits)
+        return ForwardResult(sampled_seqs=inputs.sampled_seqs, logits=logits, prompt_logits=prompt_logits)
 
     def profile_forward(self, num_tokens: int) -> None:
         """One prefill of num_tokens through the first blocks, to measure the activation peak."""

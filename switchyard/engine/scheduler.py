@@ -188,6 +188,8 @@ class Scheduler:
     def _admit_waiting(
         self, budget: int, out: SchedulerOutput, copies_by_seq: dict[int, list[tuple[int, int]]]
     ) -> int:
+        if not len(self.waiting):
+            return budget
         slots = self._seq_slots()
         while budget > 0:
             seq = self.waiting.peek()

@@ -13,6 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import itertools
+
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -70,10 +73,15 @@ class AttentionMetadata:
         num_decodes = len(decode_context_lens)
         decode_tables = decode_mask = None
         if num_decodes:
-            width = max(len(t) for t in decode_block_tables)
-            padded = [t + [0] * (width - len(t)) for t in decode_block_tables]
-            decode_tables = torch.tensor(padded, dtype=torch.long, device=device)
-            lens = torch.tensor(decode_context_lens, dtype=torch.long, device=device)
+            lens_cpu = torch.tensor(decode_context_lens, dtype=torch.long)
+            width = -(-int(lens_cpu.max()) // block_size)
+            # Tables may own a block beyond the context (allocated ahead); cut them to the width first.
+            tables = [t if len(t) <= width else t[:width] for t in decode_block_tables]
+            padded = np.zeros((num_decodes, width), dtype=np.int64)
+            owned = np.arange(width)[None, :] < np.array([len(t) for t in tables])[:, None]
+            padded[owned] = list(itertools.chain.from_iterable(tables))
+            decode_tables = torch.from_numpy(padded).to(device)
+            lens = lens_cpu.to(device)
             key_pos = torch.arange(width * block_size, device=device)
             decode_mask = key_pos[None, :] < lens[:, None]
             if sliding_window is not None:

@@ -97,7 +97,8 @@ class ModelArchConfig:
                 head_dim=int(raw.get("head_dim") or hidden_size // num_heads),
                 rms_norm_eps=float(raw.get("rms_norm_eps", 1e-6)),
                 max_position_embeddings=int(raw.get("max_position_embeddings", 2048)),
-                tie_word_embeddings=bool(raw.get("tie_word_embeddings", model_type != "llama")),
+                # transformers defaults to untied for all four architectures when the key is absent.
+                tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)),
                 attention_bias=_attention_bias(raw, model_type),
                 qk_norm=model_type == "qwen3",
                 rope=_rope_config(raw, source),

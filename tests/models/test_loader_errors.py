@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 import torch
 import transformers
+from model_factory import build_hf_model
+from paged_runner import PagedRunner
 from safetensors.torch import load_file, save_file
 
 from switchyard.errors import ModelLoadError, UnsupportedModelError
 from switchyard.models import load_model
-from tests.model_factory import build_hf_model
-from tests.paged_runner import PagedRunner
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -1,0 +1,162 @@
+"""The nouns the synthetic corpus is built from, in two disjoint sets: one for training, one held out.
+
+The quality gate must measure whether the bundled models *copy and reason* rather than recall strings they saw,
+so the held-out corpus draws its people, cities, companies, products, topics and injection code words from
+lists that share no entry with the training lists. Real-world names are split between the two sets by a
+stable rule (every fourth entry is held out); synthetic names are built from two disjoint syllable inventories,
+which also gives the training set names no tokenizer merge has seen as a whole word.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+
+def _words(text: str) -> list[str]:
+    return text.split()
+
+
+def _phrases(text: str) -> list[str]:
+    return [item.strip() for item in text.replace("\n", "").split("|") if item.strip()]
+
+
+_FIRST_NAMES = _words("""
+Maria James Aisha Chen Olga Pedro Fatima Lars Priya Kenji Amara Diego Ingrid Tomasz Leila Rafael Sofia
+Hiroshi Nadia Oscar Yusuf Elena Mateo Zara Bjorn Mei Kwame Lucia Arjun Hana Emil Rosa Tariq Clara Dmitri
+Ines Kofi Greta Samir Alma Jonas Keiko Felix Amina Marco Freya Ravi Lina Hugo Nia Anton Selma Omar Vera
+Jamal Elif Nils Sana Pablo Ayla Viktor Imani Bruno Leona Malik Astrid Ivan Tala Rohan Jana Theo Wen Ada
+Farid Mila Andre Zainab Lukas Esme Sven Noor Caleb Yara Matteo Kaia Idris Lotte Ezra Anya Moritz Dalia
+""")
+
+_LAST_NAMES = _words("""
+Garcia Okafor Nakamura Petrova Silva Jensen Haddad Kowalski Mendes Tanaka Osei Novak Lindqvist Rossi
+Moreau Khan Fischer Santos Ivanova Mbeki Larsen Costa Yilmaz Horvat Dubois Ahmed Becker Ortiz Sato Nilsen
+Mensah Kovacs Varga Romano Weber Alvarez Park Schmidt Nowak Eriksen Bianchi Hughes Adeyemi Castillo
+Lindgren Murphy Kim Popescu Fernandes Dahl Abara Vogel Rahman Suzuki Brennan Quispe Halvorsen Moretti
+Keller Ndiaye Lopez Chandra Berg Watanabe Pereira Sorensen Oyelaran Torres Kaplan Duarte Holm Banerjee
+""")
+
+_CITIES = _words("""
+Oslo Lisbon Nairobi Osaka Denver Lyon Krakow Porto Accra Hanoi Quito Perth Dublin Seville Tbilisi Bergen
+Leeds Turin Cusco Busan Malmo Graz Tartu Cork Dakar Fukuoka Boise Halifax Adelaide Bilbao Lagos Riga Split
+Utrecht Geneva Kyoto Austin Tampere Aarhus Brno Nantes Valencia Wellington Hobart Salzburg Ghent Bologna
+Tromso Galway Lima Santiago Montreal Seattle Vilnius Ljubljana Antwerp Palermo Sapporo Goa Mombasa Zagreb
+Reykjavik Tallinn Bordeaux Marseille Naples Florence Gothenburg Uppsala Aachen Leipzig Dresden Basel Bern
+Cardiff Belfast Glasgow Bristol Windhoek Kigali Arusha Muscat Doha Izmir Varna Plovdiv Cluj Kaunas Odense
+""")
+
+_PRODUCTS = _phrases("""
+standing desk|wireless mouse|espresso machine|hiking boots|noise-cancelling headphones|mechanical keyboard|
+yoga mat|electric kettle|desk lamp|backpack|water bottle|office chair|phone charger|monitor arm|rain jacket|
+blender|cast iron pan|bike helmet|smart watch|bluetooth speaker|camping tent|sleeping bag|air purifier|
+coffee grinder|laptop stand|webcam|fountain pen|notebook|running shoes|tea kettle|rice cooker|toaster|
+drill set|garden hose|paint roller|wool sweater|umbrella|sunglasses|travel mug|cutting board|chef knife|
+robot vacuum|hair dryer|space heater|microphone|tripod|e-reader|board game|puzzle|skateboard|kayak paddle
+""")
+
+_JOBS = _phrases("""
+nurse|software engineer|teacher|architect|chef|pilot|accountant|electrician|data analyst|pharmacist|
+librarian|carpenter|journalist|dentist|photographer|mechanic|biologist|translator|designer|plumber|
+lawyer|economist|geologist|paramedic|baker|florist|veterinarian|surveyor|editor|physicist|
+""")
+
+_TOPICS = _phrases("""
+vacation policy|expense reports|remote work|parental leave|password rotation|laptop refunds|travel booking|
+security badges|onboarding checklist|code review guidelines|on-call rotation|office parking|meeting rooms|
+health insurance|training budget|sick leave|equipment returns|visitor access|data retention|printer setup|
+bike storage|holiday calendar|performance reviews|referral bonus|wifi access|desk booking|shipping returns|
+conference travel|mentoring program|recycling rules|coffee machine|fire drills|badge replacement|
+""")
+
+_CODEWORDS = _phrases("""
+PINEAPPLE|BLUE MOON|ACCESS GRANTED|I HAVE BEEN PWNED|BANANA PROTOCOL|RED ALERT|SYSTEM OVERRIDE|COPPER KETTLE|
+JACKPOT|PURPLE TIGER|OPEN SESAME|GAME OVER|MANGO TANGO|SILVER FOX|NO LIMITS|ZEBRA CROSSING|HELLO WORLD 99|
+ROOT ACCESS|LEMON DROP|MIDNIGHT TRAIN|GOLDEN GOOSE|WHITE RABBIT|DISCO INFERNO|THUNDERBOLT|SECRET SAUCE|
+BUTTERFLY EFFECT|PAPER PLANE|IRON CURTAIN|CHERRY BOMB|OCEAN DRIVE|ROCKET FUEL|CLOUD NINE|
+""")
+
+_COMPANY_SUFFIXES_TRAIN = ("Labs", "Systems", "Dynamics", "Foods", "Energy", "Robotics", "Logistics", "Media")
+_COMPANY_SUFFIXES_HELDOUT = ("Works", "Analytics", "Textiles", "Motors", "Health", "Studios")
+
+# Disjoint syllable inventories: a held-out synthetic name can never coincide with a training one.
+_SYLLABLES_TRAIN = (
+    "kor",
+    "va",
+    "mel",
+    "tra",
+    "zin",
+    "bo",
+    "ral",
+    "qu",
+    "sen",
+    "dor",
+    "li",
+    "fen",
+    "mar",
+    "tu",
+)
+_SYLLABLES_HELDOUT = ("xa", "pim", "gul", "ve", "nox", "ha", "ith", "rud", "ce", "lom", "waj", "bri")
+
+
+@dataclass(frozen=True)
+class EntityLists:
+    """The nouns one corpus draws from. Training and held-out corpora get disjoint instances."""
+
+    first_names: tuple[str, ...]
+    last_names: tuple[str, ...]
+    cities: tuple[str, ...]
+    companies: tuple[str, ...]
+    products: tuple[str, ...]
+    jobs: tuple[str, ...]
+    topics: tuple[str, ...]
+    """Subjects of internal documents, searched by the document-search tool."""
+    codewords: tuple[str, ...]
+    """Phrases an injected instruction asks the assistant to say; seeing one in an answer means it obeyed."""
+    places: tuple[str, ...]
+    """Invented countries and regions, asked about to teach 'I don't know' outside the fact table."""
+
+
+def _split(items: list[str], held_out: bool) -> tuple[str, ...]:
+    """Every fourth item is held out; the rest train. Stable under reordering of nothing but the list."""
+    return tuple(item for i, item in enumerate(items) if (i % 4 == 3) == held_out)
+
+
+def _synthetic_names(syllables: tuple[str, ...], count: int, seed: int, parts: tuple[int, int]) -> list[str]:
+    rng = random.Random(seed)
+    names: set[str] = set()
+    while len(names) < count:
+        word = "".join(rng.choice(syllables) for _ in range(rng.randint(*parts)))
+        if 4 <= len(word) <= 11:
+            names.add(word.capitalize())
+    return sorted(names)
+
+
+def make_entities(held_out: bool = False, synthetic_count: int = 60) -> EntityLists:
+    """Build the training (`held_out=False`) or held-out entity lists; the two share no entry."""
+    syllables = _SYLLABLES_HELDOUT if held_out else _SYLLABLES_TRAIN
+    suffixes = _COMPANY_SUFFIXES_HELDOUT if held_out else _COMPANY_SUFFIXES_TRAIN
+    seed = 1 if held_out else 0
+    company_stems = _synthetic_names(syllables, synthetic_count, seed, (2, 3))
+    rng = random.Random(seed + 100)
+    companies = tuple(f"{stem} {rng.choice(suffixes)}" for stem in company_stems)
+    synthetic_cities = _synthetic_names(syllables, synthetic_count // 3, seed + 200, (2, 3))
+    places = tuple(
+        f"{name}{rng.choice(('ia', 'land', 'stan', 'ora'))}"
+        for name in _synthetic_names(syllables, synthetic_count // 2, seed + 300, (2, 2))
+    )
+    return EntityLists(
+        first_names=_split(_FIRST_NAMES, held_out),
+        last_names=_split(_LAST_NAMES, held_out),
+        cities=_split(_CITIES, held_out) + tuple(synthetic_cities),
+        companies=companies,
+        products=_split(_PRODUCTS, held_out),
+        jobs=_split(_JOBS, held_out),
+        topics=_split(_TOPICS, held_out),
+        codewords=_split(_CODEWORDS, held_out),
+        places=places,
+    )
+
+
+TRAIN_ENTITIES = make_entities(held_out=False)
+HELDOUT_ENTITIES = make_entities(held_out=True)

@@ -1,0 +1,509 @@
+"""Drives the synchronous LLMEngine from asyncio, for the server.
+
+Threading model: LLMEngine is not thread-safe, so every call into it (add, abort, step, and anything else that
+touches engine-owned objects such as the tokenizer) runs on one dedicated worker thread, "the engine thread",
+through a single-thread executor. An asyncio task (the step loop) submits `step()` to that thread while requests
+are pending and awaits it, so the event loop stays free to accept connections and write tokens while the model
+runs. Each step's outputs are handed to the asyncio queue of their request's `RequestStream`.
+
+The executor runs jobs in submission order. An abort submitted while a step runs therefore takes effect before
+the next step starts, which is what frees a disconnected client's KV blocks within one engine step; and an add
+submitted while a step runs sees the waiting queue as that step left it, which makes admission exact.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import math
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, TypeVar
+
+from switchyard.engine.engine import EngineStats, LLMEngine
+from switchyard.engine.sampling_params import SamplingParams
+from switchyard.engine.sequence import FinishReason, RequestOutput, now
+from switchyard.errors import CapacityError, InvalidRequestError, SwitchyardError
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class EngineDeadError(SwitchyardError):
+    """The step loop is not running: not started yet, failed, or shut down. New work cannot be accepted."""
+
+
+class QueueFullError(CapacityError):
+    """The waiting queue holds `max_waiting` requests; come back after `retry_after` seconds."""
+
+    def __init__(self, num_waiting: int, retry_after: float) -> None:
+        self.num_waiting = num_waiting
+        self.retry_after = retry_after
+        super().__init__(
+            f"the server is overloaded: {num_waiting} requests are already waiting; "
+            f"retry in about {math.ceil(retry_after)} s"
+        )
+
+
+class RequestTimeoutError(SwitchyardError):
+    """The request ran past its deadline (queueing included) and was aborted."""
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        super().__init__(f"the request did not finish within {timeout:g} s and was aborted")
+
+
+class RequestFailedError(SwitchyardError):
+    """The engine failed this request (an error in its processing or in the step that carried it)."""
+
+
+class RequestAbortedError(SwitchyardError):
+    """The request was aborted by someone other than its consumer (for example a server shutdown)."""
+
+
+@dataclass(frozen=True)
+class StepReport:
+    """What one engine step produced, for observers such as the server's metrics."""
+
+    outputs: list[RequestOutput]
+    stats: EngineStats
+    num_prompt_tokens: int
+    """Prompt tokens of every request admitted since the engine started (a running total)."""
+    num_generated_tokens: int
+    """Tokens generated since the engine started (a running total)."""
+    time: float
+    """time.monotonic() when the step returned."""
+    has_unfinished_requests: bool
+
+
+StepListener = Callable[[StepReport], None]
+
+
+class DrainRate:
+    """Finished requests per second over a sliding window: how fast the queue drains, for Retry-After."""
+
+    def __init__(self, window: float = 30.0, start: float | None = None) -> None:
+        self.window = window
+        self._start = now() if start is None else start
+        self._finishes: deque[float] = deque()
+
+    def record(self, when: float) -> None:
+        self._finishes.append(when)
+        self._trim(when)
+
+    def per_second(self, when: float) -> float | None:
+        """None until a request has finished within the window."""
+        self._trim(when)
+        span = min(self.window, when - self._start)
+        if not self._finishes or span <= 0:
+            return None
+        return len(self._finishes) / span
+
+    def _trim(self, when: float) -> None:
+        while self._finishes and self._finishes[0] < when - self.window:
+            self._finishes.popleft()
+
+
+RETRY_AFTER_UNKNOWN = 10.0
+"""Retry-After, in seconds, while no request has finished recently (no drain rate to estimate from)."""
+RETRY_AFTER_MAX = 60.0
+"""The OpenAI client honours Retry-After only up to 60 s."""
+
+
+def estimate_retry_after(num_waiting: int, drain_per_second: float | None) -> float:
+    """Seconds until the requests already waiting are served at the current drain rate, within [1, 60].
+
+    Under overload the arrival rate is at least the drain rate, so a retry before the backlog is served would
+    most likely meet a full queue again.
+    """
+    if drain_per_second is None:
+        return RETRY_AFTER_UNKNOWN
+    return min(RETRY_AFTER_MAX, max(1.0, num_waiting / drain_per_second))
+
+
+class RequestStream:
+    """The outputs of one request, in order, as an async iterator; `async with` it to abort on early exit.
+
+    Iteration ends after the output whose `finished` is true. It raises RequestTimeoutError past the deadline,
+    RequestFailedError when the engine failed the request, RequestAbortedError when someone else aborted it,
+    and EngineDeadError when the engine stopped. Cancelling the consumer while it waits aborts the request;
+    leaving the `async with` block early (a client disconnect, an exception) aborts it too.
+    """
+
+    def __init__(
+        self, engine: AsyncLLMEngine, request_id: str, deadline: float | None, timeout: float | None
+    ) -> None:
+        self.request_id = request_id
+        self._engine = engine
+        self._deadline = deadline
+        self._timeout = timeout
+        self._queue: asyncio.Queue[RequestOutput | BaseException] = asyncio.Queue()
+        self._done = False
+
+    @property
+    def finished(self) -> bool:
+        return self._done
+
+    def abort(self) -> None:
+        """Stop the request; its KV blocks are freed before the engine's next step. Idempotent."""
+        if self._done:
+            return
+        self._done = True
+        self._engine._forget(self.request_id)
+        self._engine._submit_abort(self.request_id)
+
+    def _push(self, item: RequestOutput | BaseException) -> None:
+        self._queue.put_nowait(item)
+
+    def __aiter__(self) -> RequestStream:
+        return self
+
+    async def __anext__(self) -> RequestOutput:
+        if self._done:
+            raise StopAsyncIteration
+        try:
+            item = await self._next_item()
+        except asyncio.CancelledError:
+            self.abort()
+            raise
+        if isinstance(item, BaseException):
+            self._done = True
+            raise item
+        if item.finished:
+            self._done = True
+            if item.error is not None:
+                raise RequestFailedError(item.error)
+            if any(c.finish_reason == FinishReason.ABORT for c in item.outputs):
+                raise RequestAbortedError("the request was aborted before it finished")
+        return item
+
+    async def _next_item(self) -> RequestOutput | BaseException:
+        if self._deadline is None:
+            return await self._queue.get()
+        try:
+            async with asyncio.timeout_at(self._deadline):
+                return await self._queue.get()
+        except TimeoutError:
+            self.abort()
+            raise RequestTimeoutError(self._timeout or 0.0) from None
+
+    async def __aenter__(self) -> RequestStream:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.abort()
+
+
+class AsyncLLMEngine:
+    """An LLMEngine stepped by an asyncio task on its own thread, with bounded admission.
+
+    Call `start()` inside the event loop that will consume the streams, and `shutdown()` before that loop ends.
+    """
+
+    def __init__(
+        self,
+        engine: LLMEngine,
+        *,
+        max_waiting: int = 512,
+        drain_window: float = 30.0,
+        max_consecutive_failures: int = 3,
+    ) -> None:
+        if max_waiting < 1:
+            raise ValueError("max_waiting must be >= 1")
+        self.engine = engine
+        self.max_waiting = max_waiting
+        self.max_consecutive_failures = max_consecutive_failures
+        """Steps that may fail in a row before the engine is declared dead (health turns 503)."""
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="switchyard-engine")
+        self._streams: dict[str, RequestStream] = {}
+        self._listeners: list[StepListener] = []
+        self._drain = DrainRate(drain_window)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake: asyncio.Event | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+        self._dead_reason: str | None = None
+        self._consecutive_failures = 0
+        self.num_steps = 0
+
+    # ------------------------------------------------------------------ facts
+    @property
+    def tokenizer(self) -> Any:
+        """The engine's tokenizer. Use it on the engine thread (`run_in_engine_thread`) or read-only."""
+        return self.engine.tokenizer
+
+    @property
+    def max_model_len(self) -> int:
+        return self.engine.max_model_len
+
+    @property
+    def is_alive(self) -> bool:
+        """True while the step loop runs and accepts work (what /health reports)."""
+        return (
+            self._task is not None and not self._task.done() and not self._stopping and self._dead_reason is None
+        )
+
+    @property
+    def num_in_flight(self) -> int:
+        """Requests admitted whose consumers have not seen them finish."""
+        return len(self._streams)
+
+    def add_listener(self, listener: StepListener) -> None:
+        """Call `listener(report)` on the event loop after every step; its exceptions are logged, not raised."""
+        self._listeners.append(listener)
+
+    def retry_after(self, num_waiting: int) -> float:
+        return estimate_retry_after(num_waiting, self._drain.per_second(now()))
+
+    # -------------------------------------------------------------- lifecycle
+    async def start(self) -> None:
+        """Start the step loop on the running event loop. Idempotent."""
+        if self._task is not None and not self._task.done():
+            return
+        self._loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        self._stopping = False
+        self._dead_reason = None
+        self._task = asyncio.create_task(self._run(), name="switchyard-engine-loop")
+
+    async def shutdown(self) -> None:
+        """Stop the loop, fail what is still in flight, and release the engine thread."""
+        self._stopping = True
+        if self._wake is not None:
+            self._wake.set()
+        if self._task is not None:
+            await asyncio.gather(self._task, return_exceptions=True)
+        self._fail_all(EngineDeadError("the engine is shutting down"))
+        try:
+            await self.run_in_engine_thread(self._abort_all_on_thread)
+        except RuntimeError:  # the executor is already shut down
+            pass
+        self._executor.shutdown(wait=False)
+
+    async def run_in_engine_thread(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run fn on the engine thread, in order with steps; the way to touch engine-owned objects safely."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
+
+    # --------------------------------------------------------------- requests
+    async def add_request(
+        self,
+        request_id: str,
+        prompt: str | list[int],
+        params: SamplingParams,
+        *,
+        priority: int = 0,
+        tenant: str | None = None,
+        timeout: float | None = None,
+    ) -> RequestStream:
+        """Admit a request and return its stream; raises at once if it is never going to run.
+
+        Raises InvalidRequestError for a request that can never be served, QueueFullError when `max_waiting`
+        requests are already waiting, EngineDeadError when the loop is not running. `timeout` (seconds, from
+        now, queueing included) bounds the whole request; past it the stream aborts the request and raises
+        RequestTimeoutError.
+        """
+        self._check_alive()
+        if request_id in self._streams:
+            raise InvalidRequestError(f"request id {request_id!r} is already in use", param="request_id")
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        stream = RequestStream(self, request_id, deadline, timeout)
+        self._streams[request_id] = stream  # before the add, so no output can arrive unclaimed
+        try:
+            waiting_when_full = await self.run_in_engine_thread(
+                self._add_on_thread, request_id, prompt, params, now(), priority, tenant
+            )
+        except asyncio.CancelledError:
+            # The add job may still run; the abort queued behind it undoes it.
+            self._forget(request_id)
+            self._submit_abort(request_id)
+            raise
+        except BaseException:
+            self._forget(request_id)
+            raise
+        if waiting_when_full is not None:
+            self._forget(request_id)
+            raise QueueFullError(waiting_when_full, self.retry_after(waiting_when_full))
+        assert self._wake is not None
+        self._wake.set()
+        return stream
+
+    async def generate(
+        self,
+        request_id: str,
+        prompt: str | list[int],
+        params: SamplingParams,
+        *,
+        priority: int = 0,
+        tenant: str | None = None,
+        timeout: float | None = None,
+    ) -> AsyncIterator[RequestOutput]:
+        """Add a request and yield its outputs; closing or cancelling the iterator early aborts it."""
+        stream = await self.add_request(
+            request_id, prompt, params, priority=priority, tenant=tenant, timeout=timeout
+        )
+        async with stream:
+            async for output in stream:
+                yield output
+
+    def abort(self, request_id: str) -> None:
+        """Abort a request; its consumer's stream raises RequestAbortedError."""
+        stream = self._streams.pop(request_id, None)
+        if stream is not None:
+            stream._push(RequestAbortedError("the request was aborted before it finished"))
+        self._submit_abort(request_id)
+
+    def abort_all(self, reason: str) -> None:
+        """Abort every request in flight (used after a shutdown's grace period)."""
+        self._fail_all(RequestAbortedError(reason))
+        try:
+            self._executor.submit(self._abort_all_on_thread)
+        except RuntimeError:
+            pass
+
+    async def wait_until_idle(self, timeout: float, poll: float = 0.05) -> bool:
+        """Wait until no request is in flight; False if `timeout` seconds pass first."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while self._streams:
+            if loop.time() >= deadline:
+                return False
+            await asyncio.sleep(poll)
+        return True
+
+    # ------------------------------------------------------------ engine side
+    def _add_on_thread(
+        self,
+        request_id: str,
+        prompt: str | list[int],
+        params: SamplingParams,
+        arrival: float,
+        priority: int,
+        tenant: str | None,
+    ) -> int | None:
+        """Runs on the engine thread; returns the waiting count instead of adding when the queue is full."""
+        num_waiting = self.engine.scheduler.num_waiting
+        if num_waiting >= self.max_waiting:
+            return num_waiting
+        self.engine.add_request(
+            request_id, prompt, params, arrival_time=arrival, priority=priority, tenant=tenant
+        )
+        return None
+
+    def _step_on_thread(self) -> StepReport:
+        outputs = self.engine.step()
+        return StepReport(
+            outputs=outputs,
+            stats=self.engine.stats(),
+            num_prompt_tokens=self.engine.num_prompt_tokens,
+            num_generated_tokens=self.engine.num_generated_tokens,
+            time=now(),
+            has_unfinished_requests=self.engine.has_unfinished_requests(),
+        )
+
+    def _abort_on_thread(self, request_id: str) -> None:
+        self.engine.abort_request(request_id)
+        self._wake_threadsafe()
+
+    def _abort_all_on_thread(self) -> None:
+        for request_id in list(self.engine.requests):
+            try:
+                self.engine.abort_request(request_id)
+            except Exception:  # keep freeing the others
+                logger.exception("abort of request %s failed", request_id)
+        self._wake_threadsafe()
+
+    # -------------------------------------------------------------- the loop
+    async def _run(self) -> None:
+        assert self._loop is not None and self._wake is not None
+        try:
+            while not self._stopping:
+                await self._wake.wait()
+                # Cleared before the step is submitted: an add finishing after this point sets it again.
+                self._wake.clear()
+                if self._stopping:
+                    break
+                try:
+                    report = await self._loop.run_in_executor(self._executor, self._step_on_thread)
+                except Exception as exc:
+                    logger.exception("engine step failed")
+                    await self._recover_from_failed_step(exc)
+                    continue
+                self._consecutive_failures = 0
+                self.num_steps += 1
+                self._dispatch(report)
+                if report.has_unfinished_requests:
+                    self._wake.set()
+        except BaseException as exc:
+            if not isinstance(exc, asyncio.CancelledError):
+                logger.exception("engine loop died")
+            self._dead_reason = f"engine loop stopped: {exc!r}"
+            self._fail_all(EngineDeadError(self._dead_reason))
+            raise
+
+    async def _recover_from_failed_step(self, exc: Exception) -> None:
+        """Fail every request in flight (the step may have left any of them inconsistent), free the engine."""
+        self._consecutive_failures += 1
+        self._fail_all(RequestFailedError(f"internal error in the engine step: {exc}"))
+        try:
+            await self.run_in_engine_thread(self._abort_all_on_thread)
+        except Exception:
+            logger.exception("could not abort requests after a failed step")
+        if self._consecutive_failures >= self.max_consecutive_failures:
+            self._dead_reason = f"{self._consecutive_failures} engine steps failed in a row; last: {exc!r}"
+            logger.error("engine declared dead: %s", self._dead_reason)
+            self._stopping = True
+
+    def _dispatch(self, report: StepReport) -> None:
+        for output in report.outputs:
+            if output.finished:
+                self._drain.record(report.time)
+            stream = self._streams.get(output.request_id)
+            if stream is None:
+                continue  # its consumer is gone (aborted); nothing to deliver
+            stream._push(output)
+            if output.finished:
+                del self._streams[output.request_id]
+        for listener in self._listeners:
+            try:
+                listener(report)
+            except Exception:
+                logger.exception("step listener failed")
+
+    # --------------------------------------------------------------- helpers
+    def _check_alive(self) -> None:
+        if self._dead_reason is not None:
+            raise EngineDeadError(self._dead_reason)
+        if not self.is_alive:
+            raise EngineDeadError("the engine is not running")
+
+    def _forget(self, request_id: str) -> None:
+        self._streams.pop(request_id, None)
+
+    def _fail_all(self, error: BaseException) -> None:
+        streams, self._streams = self._streams, {}
+        for stream in streams.values():
+            stream._push(error)
+
+    def _submit_abort(self, request_id: str) -> None:
+        try:
+            self._executor.submit(self._abort_on_thread, request_id)
+        except RuntimeError:  # executor shut down: the engine and its blocks are gone anyway
+            pass
+
+    def _wake_threadsafe(self) -> None:
+        loop, wake = self._loop, self._wake
+        if loop is None or wake is None or loop.is_closed():
+            return
+        try:
+            loop.call_soon_threadsafe(wake.set)
+        except RuntimeError:  # the loop closed in between
+            pass
