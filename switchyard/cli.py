@@ -32,6 +32,12 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
         help="fraction of device memory (CPU: of available RAM) for weights + activations + KV cache",
     )
     group.add_argument("--seed", type=int, default=0, help="seed of the shared random stream")
+    group.add_argument(
+        "--no-prefix-cache",
+        dest="enable_prefix_caching",
+        action="store_false",
+        help="do not reuse the KV cache of shared prompt prefixes across requests",
+    )
 
 
 def engine_config_from_args(args: argparse.Namespace):  # type: ignore[no-untyped-def]
@@ -48,6 +54,7 @@ def engine_config_from_args(args: argparse.Namespace):  # type: ignore[no-untype
         kv_cache_memory=args.kv_cache_memory,
         memory_utilization=args.memory_utilization,
         seed=args.seed,
+        enable_prefix_caching=args.enable_prefix_caching,
     )
 
 
@@ -69,6 +76,42 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from switchyard.engine.engine import resolve_model_path
+    from switchyard.server.launch import build_server
+    from switchyard.server.state import ServerSettings
+
+    folder = resolve_model_path(args.model)
+    if not folder.is_dir():
+        hint = (
+            "the bundled default model is not built yet (build it with `switchyard train-default`)"
+            if args.model == "switchyard-chat"
+            else "pass a Hugging Face model folder or a bundled model name"
+        )
+        print(f"switchyard: error: model {args.model!r} not found: {hint}", file=sys.stderr)
+        return 2
+    settings = ServerSettings(
+        served_model_names=tuple(args.served_model_name or [args.model]),
+        api_key=args.api_key,
+        request_timeout=args.request_timeout,
+        shutdown_grace=args.shutdown_grace,
+    )
+    server = build_server(
+        engine_config_from_args(args),
+        settings,
+        host=args.host,
+        port=args.port,
+        max_waiting=args.max_waiting,
+        log_level="info" if args.verbose else "warning",
+    )
+    print(
+        f"switchyard: serving {settings.served_model_names[0]!r} on http://{args.host}:{args.port}/v1",
+        flush=True,
+    )
+    server.run()
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="switchyard", description="LLM inference serving with an agent runtime."
@@ -86,6 +129,48 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument("--sampling-seed", type=int, default=None, help="per-request sampling seed")
     add_engine_args(generate)
     generate.set_defaults(func=cmd_generate)
+
+    serve = commands.add_parser(
+        "serve",
+        help="serve a model over an OpenAI-compatible HTTP API",
+        description="Serve MODEL at /v1/chat/completions and /v1/completions (plus /v1/models, /health, "
+        "/metrics, /version). SIGTERM drains: new requests get 503, running ones get --shutdown-grace seconds.",
+    )
+    serve.add_argument(
+        "model",
+        nargs="?",
+        default="switchyard-chat",
+        help="bundled model name or HF model folder (default: switchyard-chat)",
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0 for all)")
+    serve.add_argument("--port", type=int, default=8000, help="port to listen on (8000)")
+    serve.add_argument("--api-key", default=None, help="require `Authorization: Bearer KEY` on /v1 routes")
+    serve.add_argument(
+        "--served-model-name",
+        nargs="+",
+        default=None,
+        help="name(s) clients use in `model` (default: MODEL as given); the first is reported",
+    )
+    serve.add_argument(
+        "--max-waiting",
+        type=int,
+        default=512,
+        help="requests allowed to wait for a batch slot; beyond it clients get 429 with Retry-After",
+    )
+    serve.add_argument(
+        "--request-timeout",
+        type=float,
+        default=None,
+        help="seconds a request may take, queueing included, before it is aborted (504); default: none",
+    )
+    serve.add_argument(
+        "--shutdown-grace",
+        type=float,
+        default=30.0,
+        help="seconds in-flight requests get to finish after SIGTERM before they are aborted",
+    )
+    add_engine_args(serve)
+    serve.set_defaults(func=cmd_serve)
     return parser
 
 

@@ -30,6 +30,8 @@ class EngineConfig:
     memory_utilization: float | None = None
     """Fraction of device memory (on CPU: of the RAM available at start) that weights, activations and KV
     cache may use; defaults to 0.9 on CUDA and 0.5 on CPU."""
+    enable_prefix_caching: bool = True
+    """Reuse the KV blocks of shared prompt prefixes across requests."""
     seed: int = 0
     """Seed of the random stream shared by requests that bring no seed of their own."""
     skip_tokenizer: bool = False

@@ -64,7 +64,9 @@ class CorpusConfig:
             raise ValueError(f"corpus size must be >= 0, got {self.size}")
         unknown = set(self.weights) - set(GENERATORS)
         if unknown or not any(w > 0 for w in self.weights.values()):
-            raise ValueError(f"weights need a positive weight and known categories; unknown: {sorted(unknown)}")
+            raise ValueError(
+                f"weights need a positive weight and known categories; unknown: {sorted(unknown)}"
+            )
 
 
 def heldout_config(size: int = 350, seed: int = 0) -> CorpusConfig:

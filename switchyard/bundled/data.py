@@ -58,6 +58,8 @@ class PackedRows:
     input_ids: torch.Tensor
     position_ids: torch.Tensor
     labels: torch.Tensor
+    row_tokens: torch.Tensor
+    """[rows] tokens of real examples in each row (the rest is padding)."""
     num_examples: int
     num_dropped: int
     """Examples longer than a row, left out."""
@@ -95,6 +97,7 @@ def pack_examples(examples: Sequence[TokenizedExample], row_len: int, pad_id: in
     input_ids = torch.full((len(rows), row_len), pad_id, dtype=torch.long)
     position_ids = torch.zeros((len(rows), row_len), dtype=torch.long)
     labels = torch.full((len(rows), row_len), IGNORE_INDEX, dtype=torch.long)
+    row_tokens = torch.zeros(len(rows), dtype=torch.long)
     for r, members in enumerate(rows):
         cursor = 0
         for index in members:
@@ -105,12 +108,14 @@ def pack_examples(examples: Sequence[TokenizedExample], row_len: int, pad_id: in
             position_ids[r, cursor : cursor + n] = torch.arange(n)
             labels[r, cursor : cursor + n] = torch.where(torch.tensor(example.loss_mask), ids, IGNORE_INDEX)
             cursor += n
+        row_tokens[r] = cursor
         # Padding forms its own "example" (positions from 0), so no real token attends to it.
         position_ids[r, cursor:] = torch.arange(row_len - cursor)
     return PackedRows(
         input_ids=input_ids,
         position_ids=position_ids,
         labels=labels,
+        row_tokens=row_tokens,
         num_examples=len(kept),
         num_dropped=len(examples) - len(kept),
     )

@@ -528,23 +528,43 @@ def _preamble(ctx: TaskContext, conv: Conversation) -> None:
         conv.assistant(reply)
 
 
-def tool_call(ctx: TaskContext) -> Example:
-    name = ctx.pick(
-        ("calculator", "convert_units", "get_weather", "get_weather", "get_current_time", "search_documents")
-    )
+def _tool_exchange(ctx: TaskContext, conv: Conversation, name: str) -> None:
+    """User request -> assistant tool call -> tool result -> assistant answer, with checks on both turns."""
     text, arguments = _REQUESTS[name](ctx)
-    tools = offered_tools(ctx, [name])
-    conv = Conversation(system_prompt(ctx, tools=True))
-    _preamble(ctx, conv)
     conv.user(noisy(ctx, text))
-    (call_id,) = conv.call(
-        [(name, arguments)],
-        {"kind": CheckKind.TOOL_CALL, "tool_calls": ({"name": name, "arguments": arguments},)},
-    )
+    expected_call = {"name": name, "arguments": arguments}
+    (call_id,) = conv.call([(name, arguments)], {"kind": CheckKind.TOOL_CALL, "tool_calls": (expected_call,)})
     result = run_tool(ctx.world, name, arguments, ctx.rng)
     conv.tool(call_id, name, result)
     reply, expected = answer_from_result(ctx, name, arguments, result)
     conv.assistant(reply, *([{"kind": CheckKind.FACT, "answer": expected}] if expected else []))
+
+
+def tool_call(ctx: TaskContext) -> Example:
+    """One tool call, sometimes followed by another request in the same conversation.
+
+    Follow-ups reuse the tool schemas already in the prompt: on CPU the schemas are most of a tool example's
+    tokens, so a second graded exchange per prompt nearly doubles what each token teaches.
+    """
+    weights = (
+        "calculator",
+        "convert_units",
+        "get_weather",
+        "get_weather",
+        "get_current_time",
+        "search_documents",
+    )
+    name = ctx.pick(weights)
+    tools = offered_tools(ctx, [name])
+    conv = Conversation(system_prompt(ctx, tools=True))
+    _preamble(ctx, conv)
+    _tool_exchange(ctx, conv, name)
+    if ctx.chance(0.4):
+        if ctx.chance(0.75):
+            _tool_exchange(ctx, conv, ctx.pick([tool["function"]["name"] for tool in tools]))
+        else:
+            conv.user(ctx.pick(_THANKS))
+            conv.assistant(ctx.pick(_THANKS_REPLIES), {"kind": CheckKind.NO_TOOL})
     return conv.example(Category.TOOL_CALL, tools)
 
 

@@ -18,14 +18,19 @@ from pathlib import Path
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from switchyard.bundled.chat_format import CHAT_TEMPLATE, ENDOFTEXT, IM_END, SPECIAL_TOKENS, TAG_TOKENS, render_chat
+from switchyard.bundled.chat_format import (
+    CHAT_TEMPLATE,
+    ENDOFTEXT,
+    IM_END,
+    SPECIAL_TOKENS,
+    TAG_TOKENS,
+    render_chat,
+)
 from switchyard.bundled.example import Example
 
 DEFAULT_VOCAB_SIZE = 8192
 # Words with their leading space, single digits, punctuation runs, newline runs, other whitespace.
-_SPLIT_PATTERN = (
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
-)
+_SPLIT_PATTERN = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 
 
 def corpus_texts(examples: Iterable[Example]) -> Iterable[str]:
@@ -41,7 +46,9 @@ def _strip_added(text: str) -> str:
     return text
 
 
-def train_tokenizer(texts: Iterable[str], vocab_size: int = DEFAULT_VOCAB_SIZE, min_frequency: int = 2) -> Tokenizer:
+def train_tokenizer(
+    texts: Iterable[str], vocab_size: int = DEFAULT_VOCAB_SIZE, min_frequency: int = 2
+) -> Tokenizer:
     """Train byte-level BPE; the result has at most `vocab_size` entries, added tokens included.
 
     Special tokens take ids 0..2 (<|endoftext|>, <|im_start|>, <|im_end|>); the tool tags take the last ids.

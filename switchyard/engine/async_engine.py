@@ -14,6 +14,7 @@ submitted while a step runs sees the waiting queue as that step left it, which m
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import math
@@ -28,6 +29,7 @@ from switchyard.engine.engine import EngineStats, LLMEngine
 from switchyard.engine.sampling_params import SamplingParams
 from switchyard.engine.sequence import FinishReason, RequestOutput, now
 from switchyard.errors import CapacityError, InvalidRequestError, SwitchyardError
+from switchyard.models.tokenizer import GenerationDefaults
 
 logger = logging.getLogger(__name__)
 
@@ -135,13 +137,11 @@ class RequestStream:
     leaving the `async with` block early (a client disconnect, an exception) aborts it too.
     """
 
-    def __init__(
-        self, engine: AsyncLLMEngine, request_id: str, deadline: float | None, timeout: float | None
-    ) -> None:
+    def __init__(self, engine: AsyncLLMEngine, request_id: str, timeout: float | None) -> None:
         self.request_id = request_id
         self._engine = engine
-        self._deadline = deadline
         self._timeout = timeout
+        self._deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
         self._queue: asyncio.Queue[RequestOutput | BaseException] = asyncio.Queue()
         self._done = False
 
@@ -183,14 +183,14 @@ class RequestStream:
         return item
 
     async def _next_item(self) -> RequestOutput | BaseException:
-        if self._deadline is None:
+        if self._timeout is None:
             return await self._queue.get()
         try:
             async with asyncio.timeout_at(self._deadline):
                 return await self._queue.get()
         except TimeoutError:
             self.abort()
-            raise RequestTimeoutError(self._timeout or 0.0) from None
+            raise RequestTimeoutError(self._timeout) from None
 
     async def __aenter__(self) -> RequestStream:
         return self
@@ -244,10 +244,18 @@ class AsyncLLMEngine:
         return self.engine.max_model_len
 
     @property
+    def generation_defaults(self) -> GenerationDefaults:
+        """The model's sampling defaults (generation_config.json), used for fields a request leaves out."""
+        return self.engine.generation_defaults
+
+    @property
     def is_alive(self) -> bool:
         """True while the step loop runs and accepts work (what /health reports)."""
         return (
-            self._task is not None and not self._task.done() and not self._stopping and self._dead_reason is None
+            self._task is not None
+            and not self._task.done()
+            and not self._stopping
+            and self._dead_reason is None
         )
 
     @property
@@ -281,10 +289,8 @@ class AsyncLLMEngine:
         if self._task is not None:
             await asyncio.gather(self._task, return_exceptions=True)
         self._fail_all(EngineDeadError("the engine is shutting down"))
-        try:
+        with contextlib.suppress(RuntimeError):  # the executor is already shut down
             await self.run_in_engine_thread(self._abort_all_on_thread)
-        except RuntimeError:  # the executor is already shut down
-            pass
         self._executor.shutdown(wait=False)
 
     async def run_in_engine_thread(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -313,9 +319,7 @@ class AsyncLLMEngine:
         self._check_alive()
         if request_id in self._streams:
             raise InvalidRequestError(f"request id {request_id!r} is already in use", param="request_id")
-        loop = asyncio.get_running_loop()
-        deadline = None if timeout is None else loop.time() + timeout
-        stream = RequestStream(self, request_id, deadline, timeout)
+        stream = RequestStream(self, request_id, timeout)
         self._streams[request_id] = stream  # before the add, so no output can arrive unclaimed
         try:
             waiting_when_full = await self.run_in_engine_thread(
@@ -364,10 +368,8 @@ class AsyncLLMEngine:
     def abort_all(self, reason: str) -> None:
         """Abort every request in flight (used after a shutdown's grace period)."""
         self._fail_all(RequestAbortedError(reason))
-        try:
+        with contextlib.suppress(RuntimeError):
             self._executor.submit(self._abort_all_on_thread)
-        except RuntimeError:
-            pass
 
     async def wait_until_idle(self, timeout: float, poll: float = 0.05) -> bool:
         """Wait until no request is in flight; False if `timeout` seconds pass first."""
@@ -494,16 +496,12 @@ class AsyncLLMEngine:
             stream._push(error)
 
     def _submit_abort(self, request_id: str) -> None:
-        try:
+        with contextlib.suppress(RuntimeError):  # executor shut down: the engine and its blocks are gone
             self._executor.submit(self._abort_on_thread, request_id)
-        except RuntimeError:  # executor shut down: the engine and its blocks are gone anyway
-            pass
 
     def _wake_threadsafe(self) -> None:
         loop, wake = self._loop, self._wake
         if loop is None or wake is None or loop.is_closed():
             return
-        try:
+        with contextlib.suppress(RuntimeError):  # the loop closed in between
             loop.call_soon_threadsafe(wake.set)
-        except RuntimeError:  # the loop closed in between
-            pass

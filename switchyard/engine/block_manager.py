@@ -2,7 +2,9 @@
 
 A block holds `block_size` consecutive tokens of one sequence. Forked samples of one prompt share the
 prompt's blocks; the first write into a shared block copies it (copy-on-write), which the engine performs on
-the KV tensors before the forward pass.
+the KV tensors before the forward pass. With the prefix cache on, full blocks are also registered in a radix
+tree and outlive their sequences: an unreferenced cached block counts as free and is evicted (LRU leaf first)
+only when the free list is empty.
 """
 
 from __future__ import annotations
@@ -10,25 +12,30 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable
 
+from switchyard.engine.prefix_cache import PrefixCache
 from switchyard.engine.sequence import Sequence
 
 
 class BlockManager:
-    def __init__(self, num_blocks: int, block_size: int) -> None:
+    def __init__(self, num_blocks: int, block_size: int, enable_prefix_cache: bool = False) -> None:
         if num_blocks < 1 or block_size < 1:
             raise ValueError("num_blocks and block_size must be >= 1")
         self.num_blocks = num_blocks
         self.block_size = block_size
         self.ref_counts = [0] * num_blocks
         self._free: deque[int] = deque(range(num_blocks))
+        self.prefix_cache = PrefixCache(block_size, self.ref_counts) if enable_prefix_cache else None
 
     @property
     def num_free_blocks(self) -> int:
-        return len(self._free)
+        """Blocks an allocation can take: never-used or released ones plus unreferenced cached ones."""
+        cached = self.prefix_cache.num_unreferenced if self.prefix_cache is not None else 0
+        return len(self._free) + cached
 
     @property
     def num_used_blocks(self) -> int:
-        return self.num_blocks - len(self._free)
+        """Blocks some sequence references (cached but unreferenced blocks count as free)."""
+        return self.num_blocks - self.num_free_blocks
 
     @property
     def usage(self) -> float:
@@ -58,7 +65,7 @@ class BlockManager:
                 return []
         shared = self._shared_written_blocks(seq, end)
         new_blocks = max(0, self.blocks_for_tokens(end) - len(seq.block_table))
-        if new_blocks + len(shared) > len(self._free):
+        if new_blocks + len(shared) > self.num_free_blocks:
             return None
         copies = []
         for index in shared:
@@ -74,22 +81,78 @@ class BlockManager:
     def fork(self, parent: Sequence, child: Sequence) -> None:
         """Let child share all of parent's blocks."""
         child.block_table = list(parent.block_table)
+        child.prefix_node = parent.prefix_node
+        child.num_cached_blocks = parent.num_cached_blocks
         for block in parent.block_table:
             self.ref_counts[block] += 1
 
     def free(self, seq: Sequence) -> None:
-        """Release seq's blocks (a block returns to the free list when its last owner lets go)."""
+        """Release seq's blocks (a block becomes free, or cached-unreferenced, when its last owner lets go)."""
         self._release(seq.block_table)
         seq.block_table = []
+        seq.prefix_node = None
+        seq.num_cached_blocks = 0
+
+    def match_prefix(self, seq: Sequence) -> int:
+        """Give a sequence with nothing computed the longest cached prefix of its tokens; return its length.
+
+        At least the last token is always left to compute, since its logits are needed.
+        """
+        cache = self.prefix_cache
+        if cache is None or seq.num_computed_tokens or seq.block_table:
+            return 0
+        chain = cache.match(seq.token_ids, (seq.num_tokens - 1) // self.block_size)
+        for node in chain:
+            self._acquire(node.block)
+        seq.block_table = [node.block for node in chain]
+        seq.prefix_node = chain[-1] if chain else None
+        seq.num_cached_blocks = len(chain)
+        seq.num_computed_tokens = len(chain) * self.block_size
+        cache.record_lookup(seq.num_tokens, seq.num_computed_tokens)
+        return seq.num_computed_tokens
+
+    def cache_full_blocks(self, seq: Sequence) -> None:
+        """Register the blocks seq has filled since the last call in the prefix cache.
+
+        When an identical block is cached already (a concurrent request with the same prefix computed it),
+        seq switches to the cached block and gives its own copy back.
+        """
+        cache = self.prefix_cache
+        if cache is None:
+            return
+        bs = self.block_size
+        full = seq.num_computed_tokens // bs
+        for index in range(seq.num_cached_blocks, full):
+            block = seq.block_table[index]
+            node = cache.insert(seq.prefix_node, tuple(seq.token_ids[index * bs : (index + 1) * bs]), block)
+            if node.block != block:
+                self._acquire(node.block)
+                seq.block_table[index] = node.block
+                self._release([block])
+            seq.prefix_node = node
+        seq.num_cached_blocks = max(seq.num_cached_blocks, full)
+
+    def _acquire(self, block: int) -> None:
+        if self.ref_counts[block] == 0 and self.prefix_cache is not None:
+            self.prefix_cache.on_referenced(block)
+        self.ref_counts[block] += 1
 
     def _release(self, blocks: Iterable[int]) -> None:
+        cache = self.prefix_cache
         for block in blocks:
             self.ref_counts[block] -= 1
             if self.ref_counts[block] == 0:
-                self._free.append(block)
+                if cache is not None and block in cache:
+                    cache.on_unreferenced(block)
+                else:
+                    self._free.append(block)
 
     def _take(self) -> int:
-        block = self._free.popleft()
+        if self._free:
+            block = self._free.popleft()
+        else:
+            assert self.prefix_cache is not None, "allocation past the free blocks"
+            block = self.prefix_cache.evict()
         self.ref_counts[block] = 1
         return block
 
@@ -109,4 +172,10 @@ class BlockManager:
         assert owners == self.ref_counts, "reference counts differ from owners"
         free = set(self._free)
         assert len(free) == len(self._free), "a block is on the free list twice"
-        assert free == {b for b in range(self.num_blocks) if owners[b] == 0}, "free list differs from unowned"
+        cache = self.prefix_cache
+        cached = {b for b in range(self.num_blocks) if cache is not None and b in cache}
+        assert not free & cached, "a cached block is on the free list"
+        unowned = {b for b in range(self.num_blocks) if owners[b] == 0}
+        assert free == unowned - cached, "free list differs from unowned, uncached blocks"
+        if cache is not None:
+            assert cache.num_unreferenced == len(unowned & cached), "unreferenced cached count is off"

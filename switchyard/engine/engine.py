@@ -104,7 +104,9 @@ class LLMEngine:
         self.kv_budget = self._size_kv_cache(weights, rss_before)
         logger.info("KV cache budget: %s", self.kv_budget.describe())
 
-        self.block_manager = BlockManager(self.kv_budget.num_blocks, config.block_size)
+        self.block_manager = BlockManager(
+            self.kv_budget.num_blocks, config.block_size, enable_prefix_cache=config.enable_prefix_caching
+        )
         self.runner = ModelRunner(
             self.model, self.kv_budget.num_blocks, config.block_size, self.dtype, self.device
         )
@@ -277,6 +279,12 @@ class LLMEngine:
         outputs, self._pending = self._pending, []
         plan = self.scheduler.schedule()
         if plan.is_empty:
+            stalled = self.scheduler.waiting.peek() if not self.scheduler.running else None
+            if stalled is not None:
+                # Admission checks make this unreachable; fail the head request rather than spin forever.
+                outputs.append(
+                    self._fail(stalled.request, "request could not be scheduled: KV cache too small")
+                )
             return outputs
         start = now()
         for seq, _ in plan.scheduled:
@@ -299,6 +307,7 @@ class LLMEngine:
 
         for seq, num_new in plan.scheduled:
             seq.num_computed_tokens += num_new
+            self.block_manager.cache_full_blocks(seq)
         self._record_prompt_logprobs(result)
         touched = self._sample(result)
         for request in touched:

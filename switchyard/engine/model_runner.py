@@ -77,7 +77,7 @@ class ModelRunner:
             return
         src = torch.tensor([s for s, _ in copies], device=self.device)
         dst = torch.tensor([d for _, d in copies], device=self.device)
-        self.kv_cache[:, :, dst] = self.kv_cache[:, :, src]
+        self.kv_cache.index_copy_(2, dst, self.kv_cache.index_select(2, src))
 
     def execute(self, scheduled: list[tuple[Sequence, int]], wants_prompt_logits: set[int]) -> ForwardResult:
         """Run the forward pass for the scheduled (sequence, number of new tokens) pairs."""
@@ -104,7 +104,9 @@ class ModelRunner:
         prompt_rows: list[tuple[Sequence, int, int, int]] = []
         if wants_prompt_logits:
             prompt_rows = [
-                (seq, i, positions[i], 1) for i, seq in enumerate(decodes) if seq.seq_id in wants_prompt_logits
+                (seq, i, positions[i], 1)
+                for i, seq in enumerate(decodes)
+                if seq.seq_id in wants_prompt_logits
             ]
 
         spans: list[tuple[int, int, int, list[int]]] = []
@@ -144,7 +146,7 @@ class ModelRunner:
 
     def forward(self, inputs: StepInputs) -> ForwardResult:
         hidden = self.model(inputs.input_ids, inputs.positions, self.kv_caches, inputs.metadata)
-        logits = self.model.compute_logits(hidden[inputs.sample_index])
+        logits = self.model.compute_logits(hidden.index_select(0, inputs.sample_index))
         prompt_logits: dict[int, tuple[int, torch.Tensor]] = {}
         for seq, start, first, num_new in inputs.prompt_rows:
             # Rows at positions >= the prompt's last token predict generated tokens, not prompt tokens.

@@ -198,13 +198,17 @@ class Scheduler:
             needed_slots = 1 if seq.request.forked else seq.request.params.n
             if slots + needed_slots > self.config.max_num_seqs:
                 break
+            cached = self.block_manager.match_prefix(seq)
             num_new = min(seq.num_tokens - seq.num_computed_tokens, budget)
             needed = self.block_manager.blocks_needed(seq, num_new)
-            if needed > self.block_manager.num_free_blocks - self._watermark_blocks and self.running:
-                break
-            copies = self.block_manager.allocate_slots(seq, num_new)
+            enough = needed <= self.block_manager.num_free_blocks - self._watermark_blocks or not self.running
+            copies = self.block_manager.allocate_slots(seq, num_new) if enough else None
             if copies is None:
+                self.block_manager.free(seq)  # give the matched prefix back; it stays cached
+                seq.num_computed_tokens = 0
                 break
+            if seq.num_output_tokens == 0:
+                seq.request.num_cached_tokens = cached
             self.waiting.pop()
             seq.status = SequenceStatus.RUNNING
             self.running.append(seq)

@@ -13,6 +13,7 @@ from switchyard.engine.sampling_params import SamplingParams
 
 if TYPE_CHECKING:
     from switchyard.engine.detokenizer import IncrementalDetokenizer
+    from switchyard.engine.prefix_cache import PrefixNode
 
 
 class SequenceStatus(enum.Enum):
@@ -70,6 +71,10 @@ class Sequence:
     cumulative_logprob: float = 0.0
     finish_reason: FinishReason | None = None
     stop_reason: str | int | None = None
+    prefix_node: PrefixNode | None = None
+    """The last block of this sequence registered in the prefix cache (None: none yet)."""
+    num_cached_blocks: int = 0
+    """Leading blocks of block_table registered in the prefix cache."""
     num_emitted_tokens: int = 0
     """Output tokens already handed to the caller in a RequestOutput (for deltas)."""
     num_emitted_chars: int = 0

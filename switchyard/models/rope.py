@@ -42,8 +42,8 @@ class RotaryEmbedding(torch.nn.Module):
     def cos_sin(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """[T, 1, head_dim] tables for the given positions, cast to the activation dtype once per step."""
         return (
-            self.cos_table[positions].to(dtype).unsqueeze(1),
-            self.sin_table[positions].to(dtype).unsqueeze(1),
+            self.cos_table.index_select(0, positions).to(dtype).unsqueeze(1),
+            self.sin_table.index_select(0, positions).to(dtype).unsqueeze(1),
         )
 
 

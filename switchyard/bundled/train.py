@@ -1,0 +1,542 @@
+"""Trains Switchyard's two bundled models from nothing: corpus -> tokenizer -> main model -> draft model.
+
+`train_default` is what `switchyard train-default` runs. It is deterministic given the seed (corpus, tokenizer,
+initialisation and data order all derive from it) and resumable: each model's checkpoint holds weights,
+optimizer, scheduler, RNG states and the step, and data order is a pure function of (seed, step), so a resumed
+run continues exactly where the interrupted one stopped.
+
+Both models are transformers' `LlamaForCausalLM`, trained on CPU with AdamW, linear warmup and cosine decay,
+loss on assistant tokens only, and examples packed into fixed-length rows (see `switchyard.bundled.data`).
+A wall-clock budget caps the run: after a few timed steps the step count is scaled down once if the planned
+steps would not fit (the cosine horizon moves with it), and training stops at the budget regardless.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import shutil
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+import transformers
+from tokenizers import Tokenizer
+from tqdm.auto import tqdm
+
+from switchyard.bundled import BUNDLED_DIR, DRAFT_MODEL, MAIN_MODEL
+from switchyard.bundled.chat_format import ENDOFTEXT, IM_END
+from switchyard.bundled.corpus import CorpusConfig, generate_corpus
+from switchyard.bundled.data import IGNORE_INDEX, PackedRows, pack_examples, tokenize_examples
+from switchyard.bundled.tokenizer_training import (
+    DEFAULT_VOCAB_SIZE,
+    corpus_texts,
+    load_tokenizer,
+    save_tokenizer,
+    train_tokenizer,
+)
+
+CHECKPOINT_FILE = "state.pt"
+DONE_FILE = "done.json"
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """The Llama architecture of one bundled model (vocab size comes from the trained tokenizer)."""
+
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    max_position_embeddings: int = 2048
+    rope_theta: float = 10000.0
+
+    def llama_config(self, vocab_size: int, eos_token_id: int, pad_token_id: int) -> transformers.LlamaConfig:
+        return transformers.LlamaConfig(
+            vocab_size=vocab_size,
+            hidden_size=self.hidden_size,
+            intermediate_size=self.intermediate_size,
+            num_hidden_layers=self.num_hidden_layers,
+            num_attention_heads=self.num_attention_heads,
+            num_key_value_heads=self.num_key_value_heads,
+            max_position_embeddings=self.max_position_embeddings,
+            rope_theta=self.rope_theta,
+            rms_norm_eps=1e-5,
+            tie_word_embeddings=True,
+            bos_token_id=None,
+            eos_token_id=eos_token_id,
+            pad_token_id=pad_token_id,
+            attn_implementation="sdpa",
+        )
+
+
+MAIN_SHAPE = ModelShape(
+    hidden_size=384, intermediate_size=1024, num_hidden_layers=8, num_attention_heads=6, num_key_value_heads=2
+)
+"""~15M parameters at an 8k vocab: as large as the CPU budget can feed enough tokens (see train_default)."""
+DRAFT_SHAPE = ModelShape(
+    hidden_size=192, intermediate_size=512, num_hidden_layers=4, num_attention_heads=3, num_key_value_heads=1
+)
+"""~3M parameters: several times cheaper per token than the main model, the point of a draft."""
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Optimisation of one model."""
+
+    max_steps: int
+    batch_rows: int = 8
+    row_len: int = 1024
+    lr: float = 1e-3
+    min_lr_ratio: float = 0.1
+    warmup_steps: int = 30
+    weight_decay: float = 0.1
+    beta2: float = 0.95
+    grad_clip: float = 1.0
+    bf16_autocast: bool = False
+    """bf16 autocast on CPU: measured slower than float32 for these shapes on the reference machine."""
+    time_budget_s: float | None = None
+    """Wall-clock cap for this model, counted across resumes."""
+    calibration_steps: int = 5
+    """Steps timed before deciding whether max_steps fits the budget."""
+    checkpoint_every: int = 50
+    seed: int = 0
+
+
+class WarmupCosine:
+    """Learning-rate multiplier: linear warmup, then cosine decay to `min_ratio` at `total` steps.
+
+    A callable object rather than a closure so LambdaLR's state_dict saves `total`, which may be re-planned.
+    """
+
+    def __init__(self, warmup: int, total: int, min_ratio: float) -> None:
+        self.warmup = warmup
+        self.total = total
+        self.min_ratio = min_ratio
+
+    def __call__(self, step: int) -> float:
+        if step < self.warmup:
+            return (step + 1) / self.warmup
+        progress = min(1.0, (step - self.warmup) / max(1, self.total - self.warmup))
+        return self.min_ratio + (1 - self.min_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+@dataclass
+class TrainResult:
+    """What a model card reports about one training run."""
+
+    steps: int
+    planned_steps: int
+    tokens_seen: int
+    """Non-padding tokens processed (prompt and answer)."""
+    loss_tokens_seen: int
+    """Assistant tokens the loss was taken on."""
+    final_loss: float
+    """Mean loss over the last steps (up to 20)."""
+    wall_time_s: float
+    stopped_by_budget: bool
+    recent_losses: list[float] = field(default_factory=list)
+
+
+def count_parameters(model: torch.nn.Module) -> int:
+    """Unique parameters (tied embedding counted once)."""
+    return sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
+
+
+def build_model(shape: ModelShape, vocab_size: int, eos_token_id: int, pad_token_id: int, seed: int) -> Any:
+    torch.manual_seed(seed)
+    return transformers.LlamaForCausalLM(shape.llama_config(vocab_size, eos_token_id, pad_token_id))
+
+
+def make_optimizer(model: torch.nn.Module, config: TrainConfig) -> torch.optim.AdamW:
+    """AdamW with weight decay on matrices only: decaying norms and embeddings' rows hurts small models."""
+    decay, no_decay = [], []
+    for name, param in model.named_parameters():
+        (decay if param.ndim >= 2 and "embed" not in name else no_decay).append(param)
+    return torch.optim.AdamW(
+        [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=config.lr,
+        betas=(0.9, config.beta2),
+    )
+
+
+def batch_rows(num_rows: int, batch_size: int, step: int, seed: int) -> torch.Tensor:
+    """Row indices of the batch at `step`: each epoch is a fresh seeded permutation, so order is f(seed, step)."""
+    per_epoch = max(1, num_rows // batch_size)
+    epoch, index = divmod(step, per_epoch)
+    generator = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
+    order = torch.randperm(num_rows, generator=generator)
+    return order[index * batch_size : (index + 1) * batch_size]
+
+
+def assistant_loss(
+    model: Any, input_ids: torch.Tensor, position_ids: torch.Tensor, labels: torch.Tensor
+) -> torch.Tensor:
+    """Mean next-token cross-entropy over labelled positions, same value as transformers' `labels=` loss.
+
+    The LM head and softmax run only on positions whose next token is labelled (about 15% of a packed row,
+    the rest being prompts and tool schemas); over a 8k vocabulary that is a fifth of the step's compute.
+    attention_mask stays None so transformers derives the per-example causal mask from the positions.
+    """
+    hidden = model.model(input_ids=input_ids, position_ids=position_ids, use_cache=False).last_hidden_state
+    targets = labels[:, 1:]
+    selected = targets != IGNORE_INDEX
+    logits = model.lm_head(hidden[:, :-1][selected])
+    return torch.nn.functional.cross_entropy(logits.float(), targets[selected])
+
+
+def _rng_state() -> dict[str, Any]:
+    return {"python": random.getstate(), "torch": torch.get_rng_state()}
+
+
+def _set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    torch.set_rng_state(state["torch"])
+
+
+def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
+    """Write atomically: an interrupted save leaves the previous checkpoint intact."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    torch.save(payload, tmp)
+    os.replace(tmp, path)
+
+
+def load_checkpoint(path: Path) -> dict[str, Any] | None:
+    if not path.is_file():
+        return None
+    return torch.load(path, map_location="cpu", weights_only=False)
+
+
+def train_model(
+    model: Any,
+    rows: PackedRows,
+    config: TrainConfig,
+    checkpoint_dir: Path | None = None,
+    resume: bool = False,
+    desc: str = "train",
+    progress: bool = True,
+) -> TrainResult:
+    """Train `model` in place on `rows`; checkpoints to `checkpoint_dir/state.pt` when given."""
+    optimizer = make_optimizer(model, config)
+    schedule = WarmupCosine(config.warmup_steps, config.max_steps, config.min_lr_ratio)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+    step, tokens_seen, loss_tokens_seen, elapsed_before, replanned = 0, 0, 0, 0.0, False
+    losses: list[float] = []
+    checkpoint_path = checkpoint_dir / CHECKPOINT_FILE if checkpoint_dir else None
+    state = load_checkpoint(checkpoint_path) if (resume and checkpoint_path) else None
+    if state is not None:
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        _set_rng_state(state["rng"])
+        step, tokens_seen, loss_tokens_seen = state["step"], state["tokens_seen"], state["loss_tokens_seen"]
+        elapsed_before, replanned, losses = state["elapsed_s"], state["replanned"], state["losses"]
+
+    def checkpoint() -> None:
+        if checkpoint_path is None:
+            return
+        save_checkpoint(
+            checkpoint_path,
+            {
+                "model": model.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(),
+                "rng": _rng_state(),
+                "step": step,
+                "tokens_seen": tokens_seen,
+                "loss_tokens_seen": loss_tokens_seen,
+                "elapsed_s": elapsed_before + (time.monotonic() - started),
+                "replanned": replanned,
+                "losses": losses[-200:],
+                "config": asdict(config),
+            },
+        )
+
+    model.train()
+    started = time.monotonic()
+    start_step = step
+    stopped_by_budget = False
+    bar = tqdm(total=schedule.total, initial=step, desc=desc, disable=not progress, dynamic_ncols=True)
+    try:
+        while step < schedule.total:
+            index = batch_rows(rows.num_rows, config.batch_rows, step, config.seed)
+            input_ids, labels = rows.input_ids[index], rows.labels[index]
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=config.bf16_autocast):
+                loss = assistant_loss(model, input_ids, rows.position_ids[index], labels)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            scheduler.step()
+            step += 1
+            tokens_seen += int(rows.row_tokens[index].sum())
+            loss_tokens_seen += int((labels != IGNORE_INDEX).sum())
+            losses.append(float(loss.detach()))
+            elapsed = time.monotonic() - started
+            bar.update(1)
+            bar.set_postfix(
+                loss=f"{sum(losses[-20:]) / len(losses[-20:]):.3f}",
+                tok_s=f"{tokens_seen / (elapsed_before + elapsed):.0f}",
+                lr=f"{scheduler.get_last_lr()[0]:.1e}",
+            )
+            if config.time_budget_s is not None:
+                if not replanned and step - start_step >= config.calibration_steps:
+                    replanned = True
+                    per_step = elapsed / (step - start_step)
+                    fits = int((config.time_budget_s - elapsed_before - elapsed) / per_step) + step
+                    if fits < schedule.total:
+                        schedule.total = max(step + 1, fits)
+                        bar.total = schedule.total
+                        bar.write(
+                            f"{desc}: {per_step:.2f}s/step; planning {schedule.total} steps to fit the budget"
+                        )
+                if elapsed_before + elapsed >= config.time_budget_s:
+                    stopped_by_budget = step < schedule.total
+                    break
+            if checkpoint_path is not None and step % config.checkpoint_every == 0:
+                checkpoint()
+    except KeyboardInterrupt:
+        checkpoint()
+        raise
+    finally:
+        bar.close()
+    checkpoint()
+    model.eval()
+    recent = losses[-20:]
+    return TrainResult(
+        steps=step,
+        planned_steps=schedule.total,
+        tokens_seen=tokens_seen,
+        loss_tokens_seen=loss_tokens_seen,
+        final_loss=sum(recent) / len(recent) if recent else float("nan"),
+        wall_time_s=elapsed_before + (time.monotonic() - started),
+        stopped_by_budget=stopped_by_budget,
+        recent_losses=recent,
+    )
+
+
+# ------------------------------------------------------------------------------------------- export
+
+
+def write_model_folder(
+    model: Any, tokenizer: Tokenizer, folder: Path, card: str, model_max_length: int
+) -> Path:
+    """Save an HF folder (bf16 safetensors, configs, tokenizer, README) atomically: built fully or not at all."""
+    folder = Path(folder)
+    staging = folder.with_name(f".{folder.name}.partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    export = model.to(torch.bfloat16)
+    export.config.dtype = torch.bfloat16
+    export.generation_config = transformers.GenerationConfig(
+        eos_token_id=[tokenizer.token_to_id(IM_END), tokenizer.token_to_id(ENDOFTEXT)],
+        pad_token_id=tokenizer.token_to_id(ENDOFTEXT),
+        do_sample=False,
+    )
+    export.save_pretrained(staging, safe_serialization=True)
+    save_tokenizer(tokenizer, staging, model_max_length=model_max_length)
+    (staging / "README.md").write_text(card)
+    if folder.exists():
+        shutil.rmtree(folder)
+    os.replace(staging, folder)
+    return folder
+
+
+def model_card(name: str, role: str, params: int, shape: ModelShape, vocab_size: int, seed: int,
+               corpus_size: int, rows: PackedRows, result: TrainResult, config: TrainConfig) -> str:  # fmt: skip
+    """README.md of a bundled model: what it is, how it was made, and how far to trust it."""
+    budget_note = " (stopped at the time budget)" if result.stopped_by_budget else ""
+    return f"""---
+license: apache-2.0
+library_name: transformers
+pipeline_tag: text-generation
+tags: [switchyard, llama, tiny, synthetic-data]
+---
+
+# {name}
+
+{role}
+
+**These are tiny models trained on synthetic tasks.** They were trained from scratch in a few minutes to an
+hour on a CPU, on a corpus generated by Switchyard itself (greetings and a small fact table, tool calls, JSON
+extraction, grounded answers with citations, ignoring injected instructions). They know almost nothing about
+the world and fail outside those task formats. They exist so Switchyard can be served, tested and benchmarked
+without downloading anything; point `--model` at any Hugging Face folder for real use.
+
+## How it was made
+
+Reproduce with `switchyard train-default --seed {seed}`.
+
+| | |
+|---|---|
+| architecture | LlamaForCausalLM, hidden {shape.hidden_size}, {shape.num_hidden_layers} layers, {shape.num_attention_heads} heads ({shape.num_key_value_heads} KV), MLP {shape.intermediate_size}, tied embeddings |
+| parameters | {params / 1e6:.2f}M |
+| tokenizer | byte-level BPE, {vocab_size} tokens, ChatML template with Qwen2.5-style tool calls |
+| seed | {seed} |
+| corpus | {corpus_size} synthetic conversations ({rows.num_examples} packed into {rows.num_rows} rows of {config.row_len} tokens) |
+| steps | {result.steps} of {result.planned_steps} planned{budget_note}, batch {config.batch_rows} rows |
+| tokens seen | {result.tokens_seen:,} ({result.loss_tokens_seen:,} assistant tokens trained on) |
+| final loss | {result.final_loss:.4f} (mean over the last steps, assistant tokens only) |
+| wall time | {result.wall_time_s / 60:.1f} minutes |
+| optimiser | AdamW, lr {config.lr}, warmup {config.warmup_steps} steps, cosine to {config.min_lr_ratio} x lr, weight decay {config.weight_decay} |
+
+## Chat format
+
+ChatML (`<|im_start|>role ... <|im_end|>`). Tools go in the system turn as JSON schemas inside `<tools>`;
+the model calls them as `<tool_call>\\n{{"name": ..., "arguments": {{...}}}}\\n</tool_call>` and reads results
+wrapped in `<tool_response>`. The template in tokenizer_config.json renders all of this from OpenAI-style
+messages.
+"""
+
+
+# ----------------------------------------------------------------------------------------- pipeline
+
+
+@dataclass(frozen=True)
+class DefaultRecipe:
+    """Everything `train_default` fixes besides the seed and the budget."""
+
+    corpus_size: int = 24_000
+    vocab_size: int = DEFAULT_VOCAB_SIZE
+    row_len: int = 1024
+    main_shape: ModelShape = MAIN_SHAPE
+    draft_shape: ModelShape = DRAFT_SHAPE
+    main: TrainConfig = TrainConfig(max_steps=700, lr=1.5e-3, warmup_steps=40)
+    draft: TrainConfig = TrainConfig(max_steps=700, lr=3e-3, warmup_steps=40)
+    main_budget_share: float = 0.78
+    """Of the training time (the budget less corpus and tokenizer work): the rest goes to the draft."""
+
+
+def prepare_data(
+    recipe: DefaultRecipe, seed: int, checkpoint_dir: Path, resume: bool
+) -> tuple[Tokenizer, PackedRows]:
+    """Corpus, tokenizer (reused from the checkpoint dir on resume, so ids never shift) and packed rows."""
+    examples = generate_corpus(CorpusConfig(seed=seed, size=recipe.corpus_size))
+    tokenizer_dir = checkpoint_dir / "tokenizer"
+    if resume and (tokenizer_dir / "tokenizer.json").is_file():
+        tokenizer = load_tokenizer(tokenizer_dir)
+    else:
+        tokenizer = train_tokenizer(corpus_texts(examples), recipe.vocab_size)
+        save_tokenizer(tokenizer, tokenizer_dir)
+    tokenized = tokenize_examples(tokenizer, examples)
+    rows = pack_examples(tokenized, recipe.row_len, pad_id=tokenizer.token_to_id(ENDOFTEXT))
+    return tokenizer, rows
+
+
+def padded_vocab_size(tokenizer: Tokenizer, multiple: int = 64) -> int:
+    """Embedding rows: the tokenizer's size rounded up, as matrix kernels prefer round sizes."""
+    return -(-tokenizer.get_vocab_size() // multiple) * multiple
+
+
+def train_default(
+    output_dir: str | Path = BUNDLED_DIR,
+    checkpoint_dir: str | Path = Path("checkpoints/train-default"),
+    time_budget_minutes: float = 90.0,
+    seed: int = 0,
+    resume: bool = False,
+    recipe: DefaultRecipe | None = None,
+    progress: bool = True,
+) -> dict[str, TrainResult]:
+    """Train and write both bundled models to `output_dir/<name>`; returns each model's TrainResult.
+
+    The budget covers everything: corpus, tokenizer, both models and export. A model whose checkpoint dir
+    holds done.json is skipped on resume (its folder was already written).
+    """
+    recipe = recipe or DefaultRecipe()
+    started = time.monotonic()
+    deadline = started + time_budget_minutes * 60
+    output_dir, checkpoint_dir = Path(output_dir), Path(checkpoint_dir)
+    checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    tokenizer, rows = prepare_data(recipe, seed, checkpoint_dir, resume)
+    if progress:
+        tqdm.write(
+            f"corpus: {recipe.corpus_size} examples -> {rows.num_rows} rows of {recipe.row_len} tokens "
+            f"({rows.num_dropped} too long, dropped); vocab {tokenizer.get_vocab_size()}"
+        )
+    vocab = padded_vocab_size(tokenizer)
+    eos, pad = tokenizer.token_to_id(IM_END), tokenizer.token_to_id(ENDOFTEXT)
+    export_reserve_s = 20.0
+    plans = [
+        (MAIN_MODEL, "The main bundled model of Switchyard.", recipe.main_shape, recipe.main, recipe.main_budget_share),
+        (DRAFT_MODEL, f"The draft model for speculative decoding with `{MAIN_MODEL}` (same tokenizer).",
+         recipe.draft_shape, recipe.draft, 1.0),
+    ]  # fmt: skip
+    results: dict[str, TrainResult] = {}
+    for name, role, shape, base_config, share in plans:
+        model_ckpt = checkpoint_dir / name
+        done = model_ckpt / DONE_FILE
+        if resume and done.is_file() and (output_dir / name / "config.json").is_file():
+            results[name] = TrainResult(**json.loads(done.read_text()))
+            continue
+        budget = max(0.0, (deadline - time.monotonic() - export_reserve_s) * share)
+        config = replace(base_config, time_budget_s=budget, row_len=recipe.row_len, seed=seed)
+        previous = load_checkpoint(model_ckpt / CHECKPOINT_FILE) if resume else None
+        if previous is not None:
+            # A resumed model keeps the budget and plan it started with; its elapsed time is in the checkpoint.
+            config = replace(config, **{k: previous["config"][k] for k in ("time_budget_s", "max_steps")})
+        model = build_model(shape, vocab, eos, pad, seed)
+        result = train_model(model, rows, config, model_ckpt, resume=resume, desc=name, progress=progress)
+        card = model_card(name, role, count_parameters(model), shape, tokenizer.get_vocab_size(), seed,
+                          recipe.corpus_size, rows, result, config)  # fmt: skip
+        write_model_folder(model, tokenizer, output_dir / name, card, shape.max_position_embeddings)
+        done.write_text(json.dumps(asdict(result)))
+        results[name] = result
+    return results
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="switchyard train-default",
+        description=(
+            "Train Switchyard's bundled models (switchyard-chat and switchyard-chat-draft) from scratch: "
+            "generate the synthetic corpus, train the tokenizer, train the main model then the draft, and "
+            "write Hugging Face folders with model cards. Deterministic for a given --seed; interrupt any "
+            "time and continue with --resume."
+        ),
+    )
+    parser.add_argument("--output", type=Path, default=BUNDLED_DIR,
+                        help="folder to write <model-name>/ folders into (default: the package's bundled/models)")  # fmt: skip
+    parser.add_argument("--checkpoint-dir", type=Path, default=Path("checkpoints/train-default"),
+                        help="where checkpoints and the trained tokenizer go (default: %(default)s)")  # fmt: skip
+    parser.add_argument("--minutes", type=float, default=90.0,
+                        help="wall-clock budget for the whole run, both models (default: %(default)s)")  # fmt: skip
+    parser.add_argument("--seed", type=int, default=0, help="seed of corpus, tokenizer, init and data order")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue from --checkpoint-dir instead of starting over")  # fmt: skip
+    parser.add_argument("--corpus-size", type=int, default=DefaultRecipe.corpus_size,
+                        help="number of synthetic conversations (default: %(default)s)")  # fmt: skip
+    parser.add_argument("--main-steps", type=int, help="optimizer steps for the main model (default: recipe)")
+    parser.add_argument(
+        "--draft-steps", type=int, help="optimizer steps for the draft model (default: recipe)"
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    recipe = DefaultRecipe()
+    recipe = replace(
+        recipe,
+        corpus_size=args.corpus_size,
+        main=replace(recipe.main, max_steps=args.main_steps or recipe.main.max_steps),
+        draft=replace(recipe.draft, max_steps=args.draft_steps or recipe.draft.max_steps),
+    )
+    results = train_default(args.output, args.checkpoint_dir, args.minutes, args.seed, args.resume, recipe,
+                            progress=not args.no_progress)  # fmt: skip
+    for name, result in results.items():
+        print(
+            f"{name}: {result.steps} steps, {result.tokens_seen:,} tokens, final loss {result.final_loss:.4f}, "
+            f"{result.wall_time_s / 60:.1f} min -> {Path(args.output) / name}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,137 @@
+"""The FastAPI app: routes, API-key check, error mapping and the engine's lifetime.
+
+`build_app(engine, settings)` wires the pieces; the endpoint logic lives in chat.py and completions.py and
+every error response is made by errors.describe(). The app starts the async engine's step loop when it
+starts (inside uvicorn's event loop, which the loop must share with the handlers) and stops it when it ends.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from switchyard import __version__
+from switchyard.engine.async_engine import AsyncLLMEngine
+from switchyard.errors import SwitchyardError
+from switchyard.server.chat import create_chat_completion
+from switchyard.server.completions import create_completion
+from switchyard.server.errors import AuthenticationError, describe
+from switchyard.server.metrics import CONTENT_TYPE, ServerMetrics
+from switchyard.server.protocol import ChatCompletionRequest, CompletionRequest, ModelCard, ModelList
+from switchyard.server.state import ServerSettings, ServerState
+
+
+def build_app(engine: AsyncLLMEngine, settings: ServerSettings) -> FastAPI:
+    """An app serving `engine` under `settings`; its state (ServerState) is at `app.state.server`."""
+    metrics = ServerMetrics(settings.served_model_names[0])
+    engine.add_listener(metrics.observe_step)
+    state = ServerState(engine=engine, settings=settings, metrics=metrics)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        await engine.start()
+        try:
+            yield
+        finally:
+            await engine.shutdown()
+
+    app = FastAPI(title="Switchyard", version=__version__, lifespan=lifespan)
+    app.state.server = state
+    for error_type in (RequestValidationError, HTTPException, SwitchyardError, Exception):
+        app.add_exception_handler(error_type, _error_response)
+    if settings.api_key is not None:
+        app.add_middleware(_ApiKeyMiddleware, api_key=settings.api_key)
+    app.include_router(_openai_routes(state))
+    app.include_router(_operations_routes(state))
+    return app
+
+
+async def _error_response(_: Request, exc: Exception) -> Response:
+    info = describe(exc)
+    return JSONResponse(info.body(), status_code=info.status, headers=info.headers)
+
+
+def _json(result: BaseModel | Response) -> Response:
+    """A response model serialised by pydantic directly (exact field control, no jsonable_encoder pass)."""
+    if isinstance(result, Response):
+        return result
+    return Response(content=result.model_dump_json(), media_type="application/json")
+
+
+def _openai_routes(state: ServerState) -> APIRouter:
+    router = APIRouter(prefix="/v1")
+
+    @router.post("/chat/completions", response_model=None)
+    async def chat_completions(body: ChatCompletionRequest, request: Request) -> Response:
+        return _json(await create_chat_completion(body, state, request))
+
+    @router.post("/completions", response_model=None)
+    async def completions(body: CompletionRequest, request: Request) -> Response:
+        return _json(await create_completion(body, state, request))
+
+    @router.get("/models", response_model=None)
+    async def models() -> Response:
+        root = str(state.engine.engine.model_path)
+        cards = [
+            ModelCard(id=name, created=state.created, root=root, max_model_len=state.engine.max_model_len)
+            for name in state.settings.served_model_names
+        ]
+        return _json(ModelList(data=cards))
+
+    return router
+
+
+def _operations_routes(state: ServerState) -> APIRouter:
+    """Routes for operators and load balancers; they need no API key."""
+    router = APIRouter()
+
+    @router.get("/health", response_model=None)
+    async def health() -> Response:
+        if state.draining:
+            return JSONResponse({"status": "shutting_down"}, status_code=503)
+        if not state.engine.is_alive:
+            return JSONResponse({"status": "engine_unavailable"}, status_code=503)
+        return JSONResponse({"status": "ok"})
+
+    @router.get("/metrics", response_model=None)
+    async def metrics() -> Response:
+        return Response(content=state.metrics.render(), media_type=CONTENT_TYPE)
+
+    @router.get("/version", response_model=None)
+    async def version() -> Response:
+        return JSONResponse({"version": __version__})
+
+    return router
+
+
+class _ApiKeyMiddleware:
+    """Requires `Authorization: Bearer <key>` on /v1 routes, before the body is even read.
+
+    A plain ASGI middleware rather than a FastAPI dependency, because dependencies run after the body is
+    parsed: an unauthenticated client would learn whether its JSON was valid before being refused.
+    """
+
+    def __init__(self, app: ASGIApp, api_key: str) -> None:
+        self.app = app
+        self._key = api_key.encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"].startswith("/v1") and not self._authorized(scope):
+            info = describe(AuthenticationError("Incorrect or missing API key (use Authorization: Bearer)."))
+            response = JSONResponse(info.body(), status_code=info.status, headers=info.headers)
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+    def _authorized(self, scope: Scope) -> bool:
+        header = dict(scope["headers"]).get(b"authorization", b"")
+        scheme, _, token = header.partition(b" ")
+        return scheme.lower() == b"bearer" and hmac.compare_digest(token.strip(), self._key)

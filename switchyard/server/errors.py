@@ -1,0 +1,133 @@
+"""The one mapping from typed errors to HTTP statuses and OpenAI error bodies.
+
+Every error a client can see goes through `describe()`: handlers raise typed exceptions and never build error
+responses themselves, so a status code or error type changes in one place. Bodies follow OpenAI's shape,
+`{"error": {"message", "type", "param", "code"}}`, which the OpenAI client turns into its typed exceptions.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException
+
+from switchyard.engine.async_engine import (
+    EngineDeadError,
+    QueueFullError,
+    RequestAbortedError,
+    RequestFailedError,
+    RequestTimeoutError,
+)
+from switchyard.errors import CapacityError, InvalidRequestError, SwitchyardError
+from switchyard.server.protocol import ErrorDetail, ErrorResponse
+
+logger = logging.getLogger(__name__)
+
+
+class ModelNotFoundError(SwitchyardError):
+    """The request names a model this server does not serve."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        super().__init__(f"The model `{model}` does not exist.")
+
+
+class AuthenticationError(SwitchyardError):
+    """The request carries no API key, or the wrong one, while the server requires one."""
+
+
+class ServerDrainingError(SwitchyardError):
+    """The server is shutting down and admits no new requests."""
+
+
+@dataclass(frozen=True)
+class ErrorInfo:
+    status: int
+    type: str
+    message: str
+    param: str | None = None
+    code: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def body(self) -> dict[str, Any]:
+        detail = ErrorDetail(message=self.message, type=self.type, param=self.param, code=self.code)
+        return ErrorResponse(error=detail).model_dump()
+
+    def sse_event(self) -> str:
+        """The error as a stream event; the OpenAI client raises APIError with its message."""
+        return f"data: {json.dumps(self.body(), ensure_ascii=False)}\n\n"
+
+
+def describe(exc: BaseException) -> ErrorInfo:
+    """Status, OpenAI error type/code and headers for an exception (500 for anything unexpected)."""
+    if isinstance(exc, RequestValidationError):
+        return _validation_error(exc.errors())
+    if isinstance(exc, InvalidRequestError):
+        return ErrorInfo(400, "invalid_request_error", str(exc), param=exc.param)
+    if isinstance(exc, AuthenticationError):
+        return ErrorInfo(
+            401,
+            "invalid_request_error",
+            str(exc),
+            code="invalid_api_key",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    if isinstance(exc, ModelNotFoundError):
+        return ErrorInfo(404, "invalid_request_error", str(exc), param="model", code="model_not_found")
+    if isinstance(exc, QueueFullError):
+        return ErrorInfo(
+            429,
+            "rate_limit_error",
+            str(exc),
+            code="queue_full",
+            headers={"Retry-After": str(math.ceil(exc.retry_after))},
+        )
+    if isinstance(exc, CapacityError):
+        return ErrorInfo(429, "rate_limit_error", str(exc), code="capacity")
+    if isinstance(exc, ServerDrainingError):
+        return ErrorInfo(503, "service_unavailable_error", str(exc), code="shutting_down")
+    if isinstance(exc, EngineDeadError):
+        return ErrorInfo(503, "service_unavailable_error", str(exc), code="engine_unavailable")
+    if isinstance(exc, RequestAbortedError):
+        return ErrorInfo(503, "service_unavailable_error", str(exc), code="request_aborted")
+    if isinstance(exc, RequestTimeoutError):
+        # x-should-retry: a request that timed out under load would most likely time out again.
+        return ErrorInfo(
+            504, "timeout_error", str(exc), code="request_timeout", headers={"x-should-retry": "false"}
+        )
+    if isinstance(exc, RequestFailedError):
+        return ErrorInfo(500, "server_error", str(exc), code="request_failed")
+    if isinstance(exc, HTTPException):
+        return ErrorInfo(
+            exc.status_code, "invalid_request_error", str(exc.detail), headers=dict(exc.headers or {})
+        )
+    logger.error("unexpected error while serving a request", exc_info=exc)
+    return ErrorInfo(500, "server_error", f"internal server error: {type(exc).__name__}: {exc}")
+
+
+def _validation_error(errors: Sequence[Any]) -> ErrorInfo:
+    """A pydantic/FastAPI validation failure -> 400 naming the first offending field."""
+    if not errors:
+        return ErrorInfo(400, "invalid_request_error", "invalid request body")
+    first = errors[0]
+    kind = first.get("type", "")
+    location = [str(part) for part in first.get("loc", ()) if part != "body"]
+    if kind == "json_invalid":
+        context = first.get("ctx", {}).get("error", "")
+        return ErrorInfo(
+            400, "invalid_request_error", f"request body is not valid JSON: {context}".rstrip(": ")
+        )
+    if kind in ("missing", "model_attributes_type", "model_type", "dict_type") and not location:
+        return ErrorInfo(400, "invalid_request_error", "request body must be a JSON object")
+    param = ".".join(location) or None
+    message = first.get("msg", "invalid value")
+    if isinstance(message, str) and message.startswith("Value error, "):
+        message = message.removeprefix("Value error, ")
+    text = f"{param}: {message}" if param else message
+    return ErrorInfo(400, "invalid_request_error", text, param=param)

@@ -1,0 +1,145 @@
+"""Prometheus metrics of one server, named like vLLM's (`switchyard:` instead of `vllm:`) so dashboards carry over.
+
+Everything is registered in a CollectorRegistry owned by the app, never the process-global one, so two apps in
+one process (as in tests) keep separate counts. The values come from the async engine's step reports, observed
+on the event loop right after each step: timings are the engine's own marks, not the time a slow client took
+to read them.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from switchyard.engine.async_engine import StepReport
+from switchyard.engine.sequence import RequestOutput
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+_FAST_BUCKETS = (0.001, 0.003, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0)
+_LATENCY_BUCKETS = (
+    *(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
+    *(20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0),
+)
+
+
+class ServerMetrics:
+    """The server's metrics and the per-request marks needed to derive them from step reports."""
+
+    def __init__(self, model_name: str) -> None:
+        self.registry = CollectorRegistry()
+        labels = ["model_name"]
+
+        def histogram(name: str, doc: str, buckets: tuple[float, ...]) -> Histogram:
+            return Histogram(name, doc, labels, buckets=buckets, registry=self.registry).labels(model_name)
+
+        def counter(name: str, doc: str) -> Counter:
+            return Counter(name, doc, labels, registry=self.registry).labels(model_name)
+
+        def gauge(name: str, doc: str) -> Gauge:
+            return Gauge(name, doc, labels, registry=self.registry).labels(model_name)
+
+        self.time_to_first_token = histogram(
+            "switchyard:time_to_first_token_seconds",
+            "Seconds from arrival to the first generated token.",
+            _LATENCY_BUCKETS,
+        )
+        self.inter_token_latency = histogram(
+            "switchyard:inter_token_latency_seconds",
+            "Seconds between successive engine steps that gave a request new tokens.",
+            (*_FAST_BUCKETS, 2.5, 5.0, 10.0),
+        )
+        self.e2e_latency = histogram(
+            "switchyard:e2e_request_latency_seconds", "Seconds from arrival to finish.", _LATENCY_BUCKETS
+        )
+        self.queue_time = histogram(
+            "switchyard:request_queue_time_seconds",
+            "Seconds from arrival to first scheduling.",
+            _LATENCY_BUCKETS,
+        )
+        self.prefill_time = histogram(
+            "switchyard:request_prefill_time_seconds",
+            "Seconds from first scheduling to the first token.",
+            _LATENCY_BUCKETS,
+        )
+        self.decode_time = histogram(
+            "switchyard:request_decode_time_seconds",
+            "Seconds from the first token to finish.",
+            _LATENCY_BUCKETS,
+        )
+        self.prompt_tokens = counter("switchyard:prompt_tokens", "Prompt tokens of admitted requests.")
+        self.generation_tokens = counter("switchyard:generation_tokens", "Generated tokens.")
+        self.num_preemptions = counter("switchyard:num_preemptions", "Sequences preempted by recompute.")
+        self.num_running = gauge("switchyard:num_requests_running", "Sequences in the running batch.")
+        self.num_waiting = gauge("switchyard:num_requests_waiting", "Sequences waiting to be scheduled.")
+        self.kv_cache_usage = gauge(
+            "switchyard:kv_cache_usage_perc", "Fraction of KV cache blocks in use (0-1)."
+        )
+        self._success = Counter(
+            "switchyard:request_success",
+            "Finished requests, by the finish reason of their first choice.",
+            [*labels, "finished_reason"],
+            registry=self.registry,
+        )
+        self._rejected = Counter(
+            "switchyard:request_rejected",
+            "Requests refused before admission, by reason (queue_full, invalid, ...).",
+            [*labels, "reason"],
+            registry=self.registry,
+        )
+        self._model_name = model_name
+        self._seen_prompt_tokens = 0
+        self._seen_generation_tokens = 0
+        self._seen_preemptions = 0
+        self._last_token_time: dict[str, float] = {}
+
+    def observe_step(self, report: StepReport) -> None:
+        """Update everything from one step report (called by the async engine after each step)."""
+        stats = report.stats
+        self.num_running.set(stats.num_running)
+        self.num_waiting.set(stats.num_waiting)
+        self.kv_cache_usage.set(stats.kv_cache_usage)
+        self.prompt_tokens.inc(max(0, report.num_prompt_tokens - self._seen_prompt_tokens))
+        self.generation_tokens.inc(max(0, report.num_generated_tokens - self._seen_generation_tokens))
+        self.num_preemptions.inc(max(0, stats.num_preemptions - self._seen_preemptions))
+        self._seen_prompt_tokens = report.num_prompt_tokens
+        self._seen_generation_tokens = report.num_generated_tokens
+        self._seen_preemptions = stats.num_preemptions
+        for output in report.outputs:
+            self._observe_output(output, report.time)
+
+    def observe_rejection(self, reason: str) -> None:
+        self._rejected.labels(self._model_name, reason).inc()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+    def _observe_output(self, output: RequestOutput, when: float) -> None:
+        has_tokens = any(c.delta_token_ids for c in output.outputs)
+        request_id = output.request_id
+        if has_tokens:
+            last = self._last_token_time.get(request_id)
+            if last is None:
+                ttft = output.metrics.time_to_first_token if output.metrics else None
+                if ttft is not None:
+                    self.time_to_first_token.observe(ttft)
+            else:
+                self.inter_token_latency.observe(when - last)
+            self._last_token_time[request_id] = when
+        if output.finished:
+            self._last_token_time.pop(request_id, None)
+            self._observe_finished(output)
+
+    def _observe_finished(self, output: RequestOutput) -> None:
+        reason = output.outputs[0].finish_reason if output.outputs else None
+        self._success.labels(self._model_name, reason or "abort").inc()
+        metrics = output.metrics
+        if metrics is None or metrics.finished_time is None:
+            return
+        self.e2e_latency.observe(metrics.finished_time - metrics.arrival_time)
+        if metrics.first_scheduled_time is not None:
+            self.queue_time.observe(metrics.first_scheduled_time - metrics.arrival_time)
+            if metrics.first_token_time is not None:
+                self.prefill_time.observe(metrics.first_token_time - metrics.first_scheduled_time)
+        if metrics.first_token_time is not None:
+            self.decode_time.observe(metrics.finished_time - metrics.first_token_time)

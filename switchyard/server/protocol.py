@@ -1,0 +1,383 @@
+"""Request and response bodies of the OpenAI-compatible API, as pydantic models.
+
+Requests ignore fields they do not know (the OpenAI client sends new ones every release) but validate the ones
+they do. Types are checked here; value ranges of sampling fields are checked once, by SamplingParams, so the two
+never disagree. Normalising validators turn the API's "string or list" unions into one shape, so a type error
+names the field (`stop`) instead of a union branch (`stop.list[str]`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
+
+from switchyard.engine.sampling_params import SamplingParams
+from switchyard.engine.sequence import RequestOutput
+from switchyard.errors import InvalidRequestError
+from switchyard.models.tokenizer import GenerationDefaults
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class _Response(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# ------------------------------------------------------------------ requests
+def _stop_as_list(value: Any) -> Any:
+    return [value] if isinstance(value, str) else value
+
+
+def _content_as_text(value: Any) -> Any:
+    """Message content: a string, or a list of text parts (joined); other part types are not supported."""
+    if not isinstance(value, list):
+        return value
+    texts = []
+    for part in value:
+        if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
+            raise ValueError("only text content parts ({'type': 'text', 'text': ...}) are supported")
+        texts.append(part["text"])
+    return "".join(texts)
+
+
+def _prompts_as_list(value: Any) -> Any:
+    """A string, a list of strings, a token list, or a list of token lists -> a list of prompts."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list) and value and all(_is_int(v) for v in value):
+        return [value]
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return value
+    if (
+        isinstance(value, list)
+        and value
+        and all(isinstance(v, list) and all(_is_int(t) for t in v) for v in value)
+    ):
+        return value
+    raise ValueError(
+        "prompt must be a non-empty string, list of strings, list of token ids, or list of token id lists"
+    )
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+StopField = Annotated[list[str] | None, BeforeValidator(_stop_as_list)]
+PromptField = Annotated[list[str | list[int]], BeforeValidator(_prompts_as_list)]
+
+
+class StreamOptions(_Request):
+    include_usage: bool = False
+    """Send a last chunk with token usage (and `usage: null` in the others)."""
+
+
+class FunctionCall(_Request):
+    name: str
+    arguments: str
+
+
+class ToolCall(_Request):
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
+class ChatMessage(_Request):
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: Annotated[str | None, BeforeValidator(_content_as_text)] = None
+    name: str | None = None
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = None
+
+    def for_template(self) -> dict[str, Any]:
+        """The message as chat templates expect it ("developer" is the newer name of "system")."""
+        message: dict[str, Any] = {
+            "role": "system" if self.role == "developer" else self.role,
+            "content": self.content,
+        }
+        if self.name is not None:
+            message["name"] = self.name
+        if self.tool_calls:
+            message["tool_calls"] = [call.model_dump() for call in self.tool_calls]
+        if self.tool_call_id is not None:
+            message["tool_call_id"] = self.tool_call_id
+        return message
+
+
+class _SamplingRequest(_Request):
+    """Fields shared by chat and completions requests, with vLLM's extras."""
+
+    model: str | None = None
+    """Must be a served model name; omitted means the first one."""
+    n: int = 1
+    max_tokens: int | None = None
+    temperature: float | None = None
+    """Omitted: the model's generation_config.json default, else 1."""
+    top_p: float | None = None
+    seed: int | None = None
+    stop: StopField = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    logit_bias: dict[str, float] | None = None
+    """Token id (as a string, as in OpenAI's API) -> bias in [-100, 100]."""
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    user: str | None = None
+    """Recorded as the request's tenant."""
+    # vLLM extras
+    top_k: int | None = None
+    min_p: float | None = None
+    repetition_penalty: float | None = None
+    ignore_eos: bool = False
+    min_tokens: int = 0
+    priority: int = 0
+    stop_token_ids: list[int] | None = None
+    skip_special_tokens: bool = True
+    include_stop_str_in_output: bool = False
+
+    @property
+    def include_usage(self) -> bool:
+        return self.stream_options is not None and self.stream_options.include_usage
+
+    def build_sampling_params(
+        self, defaults: GenerationDefaults, max_tokens: int | None, logprobs: int | None
+    ) -> SamplingParams:
+        """The engine's SamplingParams; raises InvalidRequestError naming the offending field."""
+        return SamplingParams(
+            n=self.n,
+            temperature=_first(self.temperature, defaults.temperature, 1.0),
+            top_p=_first(self.top_p, defaults.top_p, 1.0),
+            top_k=_first(self.top_k, defaults.top_k, 0),
+            min_p=_first(self.min_p, defaults.min_p, 0.0),
+            repetition_penalty=_first(self.repetition_penalty, defaults.repetition_penalty, 1.0),
+            presence_penalty=_first(self.presence_penalty, 0.0),
+            frequency_penalty=_first(self.frequency_penalty, 0.0),
+            logit_bias=_token_bias(self.logit_bias),
+            seed=self.seed,
+            stop=list(self.stop or []),
+            stop_token_ids=list(self.stop_token_ids or []),
+            max_tokens=max_tokens,
+            min_tokens=self.min_tokens,
+            ignore_eos=self.ignore_eos,
+            logprobs=logprobs,
+            skip_special_tokens=self.skip_special_tokens,
+            include_stop_str_in_output=self.include_stop_str_in_output,
+        )
+
+
+def _first(*values: Any) -> Any:
+    return next(v for v in values if v is not None)
+
+
+def _token_bias(bias: dict[str, float] | None) -> dict[int, float] | None:
+    if not bias:
+        return None
+    try:
+        return {int(token): value for token, value in bias.items()}
+    except ValueError:
+        raise InvalidRequestError("logit_bias keys must be token ids", param="logit_bias") from None
+
+
+class ChatCompletionRequest(_SamplingRequest):
+    messages: list[ChatMessage] = Field(min_length=1)
+    max_completion_tokens: int | None = None
+    """OpenAI's newer name of max_tokens; wins when both are given."""
+    logprobs: bool = False
+    top_logprobs: int | None = None
+    tools: list[dict[str, Any]] | None = None
+    """Listed in the prompt through the chat template; calls come back as text for now."""
+    tool_choice: Any = None
+    response_format: dict[str, Any] | None = None
+
+    def resolved_max_tokens(self) -> int | None:
+        """None: up to the context length, as OpenAI's chat API does."""
+        return self.max_completion_tokens if self.max_completion_tokens is not None else self.max_tokens
+
+    def resolved_logprobs(self) -> int | None:
+        if self.top_logprobs is not None and not self.logprobs:
+            raise InvalidRequestError("top_logprobs needs logprobs to be true", param="top_logprobs")
+        return (self.top_logprobs or 0) if self.logprobs else None
+
+    def check_unsupported(self) -> None:
+        """Reject what would otherwise be silently ignored and change the answer's meaning."""
+        if self.tool_choice not in (None, "none", "auto"):
+            raise InvalidRequestError("only tool_choice 'auto' and 'none' are supported", param="tool_choice")
+        if self.response_format is not None and self.response_format.get("type", "text") != "text":
+            raise InvalidRequestError(
+                "response_format other than 'text' is not supported yet", param="response_format"
+            )
+
+
+class CompletionRequest(_SamplingRequest):
+    prompt: PromptField
+    max_tokens: int | None = 16
+    """16 when omitted, as in OpenAI's completions API; null means up to the context length."""
+    logprobs: int | None = None
+    """Number of top alternatives per token (0 = only the sampled token's logprob)."""
+    echo: bool = False
+    suffix: str | None = None
+    best_of: int | None = None
+
+    def check_unsupported(self) -> None:
+        if self.echo:
+            raise InvalidRequestError("echo is not supported", param="echo")
+        if self.suffix:
+            raise InvalidRequestError("suffix is not supported", param="suffix")
+        if self.best_of is not None and self.best_of != self.n:
+            raise InvalidRequestError("best_of other than n is not supported", param="best_of")
+
+
+# ----------------------------------------------------------------- responses
+MIN_LOGPROB = -9999.0
+"""-inf is not valid JSON; a token the sampler masked out reports this logprob instead (as vLLM does)."""
+
+
+class PromptTokensDetails(_Response):
+    cached_tokens: int = 0
+
+
+class Usage(_Response):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    prompt_tokens_details: PromptTokensDetails
+
+    @classmethod
+    def of(cls, outputs: list[RequestOutput]) -> Usage:
+        """Token counts of finished requests (several for a completions request with several prompts)."""
+        prompt = sum(len(o.prompt_token_ids) for o in outputs)
+        completion = sum(len(c.token_ids) for o in outputs for c in o.outputs)
+        return cls(
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            total_tokens=prompt + completion,
+            prompt_tokens_details=PromptTokensDetails(
+                cached_tokens=sum(o.num_cached_tokens for o in outputs)
+            ),
+        )
+
+
+class TopLogprob(_Response):
+    token: str
+    logprob: float
+    bytes: list[int]
+
+
+class ChatTokenLogprob(TopLogprob):
+    top_logprobs: list[TopLogprob]
+
+
+class ChatLogprobs(_Response):
+    content: list[ChatTokenLogprob]
+
+
+class ChatResponseMessage(_Response):
+    role: Literal["assistant"] = "assistant"
+    content: str
+
+
+class ChatChoice(_Response):
+    index: int
+    message: ChatResponseMessage
+    logprobs: ChatLogprobs | None = None
+    finish_reason: str | None
+    stop_reason: str | int | None = None
+    """vLLM extra: the stop string or token id that ended the choice."""
+
+
+class ChatCompletionResponse(_Response):
+    id: str
+    object: Literal["chat.completion"] = "chat.completion"
+    created: int
+    model: str
+    choices: list[ChatChoice]
+    usage: Usage
+
+
+class ChatDelta(_Response):
+    role: Literal["assistant"] | None = None
+    content: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _drop_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A delta carries only what changed: {"role": ...} first, {"content": ...} later, {} at the end.
+        return {key: value for key, value in handler(self).items() if value is not None}
+
+
+class ChatChunkChoice(_Response):
+    index: int
+    delta: ChatDelta
+    logprobs: ChatLogprobs | None = None
+    finish_reason: str | None = None
+    stop_reason: str | int | None = None
+
+
+class ChatCompletionChunk(_Response):
+    id: str
+    object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
+    created: int
+    model: str
+    choices: list[ChatChunkChoice]
+    usage: Usage | None = None
+
+
+class CompletionLogprobs(_Response):
+    tokens: list[str]
+    token_logprobs: list[float]
+    top_logprobs: list[dict[str, float]]
+    text_offset: list[int]
+
+
+class CompletionChoice(_Response):
+    index: int
+    text: str
+    logprobs: CompletionLogprobs | None = None
+    finish_reason: str | None = None
+    stop_reason: str | int | None = None
+
+
+class CompletionResponse(_Response):
+    """Both the whole response and, in a stream, each chunk (OpenAI uses one shape for the two)."""
+
+    id: str
+    object: Literal["text_completion"] = "text_completion"
+    created: int
+    model: str
+    choices: list[CompletionChoice]
+    usage: Usage | None = None
+
+
+class ModelCard(_Response):
+    id: str
+    object: Literal["model"] = "model"
+    created: int
+    owned_by: str = "switchyard"
+    root: str
+    max_model_len: int
+
+
+class ModelList(_Response):
+    object: Literal["list"] = "list"
+    data: list[ModelCard]
+
+
+class ErrorDetail(_Response):
+    message: str
+    type: str
+    param: str | None = None
+    code: str | None = None
+
+
+class ErrorResponse(_Response):
+    error: ErrorDetail

@@ -1,0 +1,155 @@
+"""What the request handlers share: settings, the engine, metrics, and the draining flag."""
+
+from __future__ import annotations
+
+import functools
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from switchyard.engine.async_engine import AsyncLLMEngine, EngineDeadError, QueueFullError, RequestStream
+from switchyard.engine.sampling_params import SamplingParams
+from switchyard.errors import InvalidRequestError
+from switchyard.server.errors import ModelNotFoundError, ServerDrainingError
+from switchyard.server.metrics import ServerMetrics
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """Server options, read and validated once by the CLI (or a test) and fixed for the app's life."""
+
+    served_model_names: tuple[str, ...]
+    """Names clients may put in `model`; the first is reported in responses and metrics."""
+    api_key: str | None = None
+    """When set, /v1 routes require `Authorization: Bearer <api_key>`."""
+    request_timeout: float | None = None
+    """Seconds a request may take in all, queueing included; None means no limit."""
+    shutdown_grace: float = 30.0
+    """Seconds in-flight requests get to finish after SIGTERM before they are aborted."""
+
+    def __post_init__(self) -> None:
+        if not self.served_model_names:
+            raise ValueError("served_model_names must name at least one model")
+        if self.request_timeout is not None and self.request_timeout <= 0:
+            raise ValueError("request_timeout must be > 0 seconds")
+        if self.shutdown_grace < 0:
+            raise ValueError("shutdown_grace must be >= 0 seconds")
+
+
+@dataclass
+class ServerState:
+    engine: AsyncLLMEngine
+    settings: ServerSettings
+    metrics: ServerMetrics
+    created: int = field(default_factory=lambda: int(time.time()))
+    draining: bool = False
+    """Set on SIGTERM: new requests get 503 while those in flight finish."""
+
+    @property
+    def model_name(self) -> str:
+        return self.settings.served_model_names[0]
+
+    def check_accepting(self) -> None:
+        """Raise ServerDrainingError once shutdown has begun."""
+        if self.draining:
+            raise ServerDrainingError("the server is shutting down and accepts no new requests")
+
+    def resolve_model(self, model: str | None) -> str:
+        """The served name a request asked for (the first one when it names none); 404 for any other."""
+        if not model:
+            return self.model_name
+        if model not in self.settings.served_model_names:
+            raise ModelNotFoundError(model)
+        return model
+
+    async def admit(
+        self,
+        request_id: str,
+        prompt: str | list[int],
+        params: SamplingParams,
+        *,
+        priority: int,
+        user: str | None,
+    ) -> RequestStream:
+        """Hand a request to the engine under the server's timeout; count refusals by reason."""
+        try:
+            return await self.engine.add_request(
+                request_id,
+                prompt,
+                params,
+                priority=priority,
+                tenant=user,
+                timeout=self.settings.request_timeout,
+            )
+        except QueueFullError:
+            self.metrics.observe_rejection("queue_full")
+            raise
+        except InvalidRequestError:
+            self.metrics.observe_rejection("invalid")
+            raise
+        except EngineDeadError:
+            self.metrics.observe_rejection("engine_unavailable")
+            raise
+
+    @functools.cached_property
+    def token_texts(self) -> TokenTexts:
+        return TokenTexts(self.engine.tokenizer)
+
+
+class TokenTexts:
+    """Text and bytes of single tokens for logprob entries, cached: the vocabulary is fixed and ids recur.
+
+    A token may hold part of a UTF-8 character, which decodes to U+FFFD on its own; `bytes` gives the token's
+    real bytes so a client can join them back (as OpenAI's API does). Decoding is read-only on the tokenizer,
+    so doing it on the event loop beside the engine thread is safe.
+    """
+
+    def __init__(self, tokenizer: Any) -> None:
+        self._tokenizer = tokenizer
+        backend = getattr(tokenizer, "backend_tokenizer", None)
+        decoder = getattr(backend, "decoder", None)
+        self._byte_level = type(decoder).__name__ == "ByteLevel"
+        self.text = functools.lru_cache(maxsize=1 << 16)(self._text)
+        self.bytes = functools.lru_cache(maxsize=1 << 16)(self._bytes)
+
+    def _text(self, token_id: int) -> str:
+        if self._tokenizer is None:
+            return f"token_id:{token_id}"
+        return self._tokenizer.decode([token_id], skip_special_tokens=False)
+
+    def _bytes(self, token_id: int) -> list[int]:
+        if self._tokenizer is not None:
+            piece = self._tokenizer.convert_ids_to_tokens(token_id)
+            if isinstance(piece, str):
+                if self._byte_level and all(ch in _BYTE_OF_CHAR for ch in piece):
+                    return [_BYTE_OF_CHAR[ch] for ch in piece]
+                if len(piece) == 6 and piece.startswith("<0x") and piece.endswith(">"):  # byte fallback
+                    return [int(piece[3:5], 16)]
+        return list(self.text(token_id).encode("utf-8"))
+
+
+def _byte_level_alphabet() -> dict[str, int]:
+    """Byte-level BPE's printable stand-in character for each byte value, inverted (char -> byte).
+
+    Printable Latin-1 bytes stand for themselves; the others are shifted to code points from 256 up, in order.
+    """
+    printable = [
+        *range(ord("!"), ord("~") + 1),
+        *range(ord("¡"), ord("¬") + 1),
+        *range(ord("®"), ord("ÿ") + 1),
+    ]
+    chars = {b: chr(b) for b in printable}
+    shifted = 0
+    for b in range(256):
+        if b not in chars:
+            chars[b] = chr(256 + shifted)
+            shifted += 1
+    return {ch: b for b, ch in chars.items()}
+
+
+_BYTE_OF_CHAR = _byte_level_alphabet()
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex}"

@@ -1,0 +1,132 @@
+"""Server-sent events and client-disconnect handling shared by the chat and completions endpoints.
+
+An error after the 200 headers went out cannot change the status any more, so it is sent as an OpenAI error
+event, `data: {"error": {...}}`, on which the OpenAI client raises APIError with the message; `data: [DONE]`
+follows for plain SSE readers. A client that goes away cancels the generator feeding the response, and
+leaving the streams' `async with` aborts their engine requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable
+from typing import Any, TypeVar
+
+from fastapi import Request
+from fastapi.responses import Response, StreamingResponse
+from starlette.types import Receive, Scope, Send
+
+from switchyard.engine.async_engine import RequestStream
+from switchyard.engine.sequence import RequestOutput
+from switchyard.server.errors import describe
+
+T = TypeVar("T")
+
+CLIENT_CLOSED_REQUEST = 499
+"""nginx's status for a request whose client left before the answer; nobody receives it, logs show it."""
+
+_DONE = "data: [DONE]\n\n"
+
+
+def event_stream_response(events: AsyncIterator[str], streams: list[RequestStream]) -> StreamingResponse:
+    """A text/event-stream response of JSON `events`, ending with an error event if they raise, then [DONE].
+
+    `streams` are the engine requests feeding `events`; they are aborted when the response ends for any
+    reason, even one that never started iterating `events` (a client gone before the first byte).
+    """
+    return _EventStreamResponse(
+        _sse(events),
+        streams,
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+class _EventStreamResponse(StreamingResponse):
+    def __init__(self, content: AsyncIterator[str], streams: list[RequestStream], **kwargs: Any) -> None:
+        super().__init__(content, **kwargs)
+        self._streams = streams
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            for stream in self._streams:
+                stream.abort()
+
+
+async def _sse(events: AsyncIterator[str]) -> AsyncIterator[str]:
+    async with contextlib.aclosing(events):  # type: ignore[type-var]
+        try:
+            async for data in events:
+                yield f"data: {data}\n\n"
+        except Exception as exc:  # CancelledError (a disconnect) is a BaseException and passes through
+            yield describe(exc).sse_event()
+    yield _DONE
+
+
+async def merge_streams(streams: list[RequestStream]) -> AsyncIterator[tuple[int, RequestOutput]]:
+    """(index of the stream, output) from several request streams, as outputs arrive.
+
+    Exiting early, or an error in any stream, aborts every stream still running.
+    """
+    if len(streams) == 1:
+        async with streams[0]:
+            async for output in streams[0]:
+                yield 0, output
+        return
+    queue: asyncio.Queue[tuple[int, RequestOutput | BaseException | None]] = asyncio.Queue()
+
+    async def pump(index: int, stream: RequestStream) -> None:
+        try:
+            async for output in stream:
+                queue.put_nowait((index, output))
+        except Exception as exc:
+            queue.put_nowait((index, exc))
+            return
+        queue.put_nowait((index, None))
+
+    tasks = [asyncio.create_task(pump(i, s)) for i, s in enumerate(streams)]
+    try:
+        remaining = len(streams)
+        while remaining:
+            index, item = await queue.get()
+            if item is None:
+                remaining -= 1
+            elif isinstance(item, BaseException):
+                raise item
+            else:
+                yield index, item
+    finally:
+        for task in tasks:
+            task.cancel()
+        for stream in streams:
+            stream.abort()
+
+
+async def until_disconnected(request: Request, work: Awaitable[T]) -> T | Response:
+    """Await `work`, cancelling it if the client disconnects first (so its engine requests are aborted).
+
+    FastAPI only notices a disconnect when it writes; a non-streaming request would otherwise keep generating
+    for a client that left.
+    """
+    work_task = asyncio.ensure_future(work)
+    watcher = asyncio.create_task(_wait_for_disconnect(request))
+    try:
+        await asyncio.wait({work_task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watcher.cancel()
+        if not work_task.done():
+            work_task.cancel()
+            await asyncio.gather(work_task, return_exceptions=True)
+    if work_task.cancelled():
+        return Response(status_code=CLIENT_CLOSED_REQUEST)
+    return work_task.result()
+
+
+async def _wait_for_disconnect(request: Request) -> None:
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            return

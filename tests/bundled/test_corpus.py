@@ -1,0 +1,142 @@
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+
+import pytest
+
+from switchyard.bundled.corpus import CorpusConfig, generate_corpus, heldout_config, load_jsonl, save_jsonl
+from switchyard.bundled.entities import HELDOUT_ENTITIES, TRAIN_ENTITIES
+from switchyard.bundled.example import Category, CheckKind, Example
+from switchyard.bundled.tasks import NOT_FOUND_PHRASES, UNKNOWN_PHRASES
+from switchyard.bundled.tools import TOOLS, ToolWorld, evaluate_expression, run_tool
+
+
+def _dump(examples: list[Example]) -> list[str]:
+    return [e.to_json() for e in examples]
+
+
+def test_same_seed_same_corpus_and_prefix_stable() -> None:
+    a = generate_corpus(CorpusConfig(seed=3, size=120))
+    b = generate_corpus(CorpusConfig(seed=3, size=120))
+    longer = generate_corpus(CorpusConfig(seed=3, size=150))
+    assert _dump(a) == _dump(b)
+    assert _dump(longer[:120]) == _dump(a)
+
+
+def test_different_seed_different_corpus() -> None:
+    a = _dump(generate_corpus(CorpusConfig(seed=1, size=100)))
+    b = _dump(generate_corpus(CorpusConfig(seed=2, size=100)))
+    assert len(set(a) & set(b)) < 5
+
+
+def test_every_category_present(bundled_corpus: list[Example]) -> None:
+    counts = Counter(e.category for e in bundled_corpus)
+    assert set(counts) == set(Category)
+    assert min(counts.values()) >= 15
+
+
+def test_lexical_variety(bundled_corpus: list[Example]) -> None:
+    user_texts = [m["content"] for e in bundled_corpus for m in e.messages if m["role"] == "user"]
+    requests = [t for t in user_texts if len(t.split()) > 4]  # greetings and thanks repeat by nature
+    assert len(set(requests)) > 0.97 * len(requests)
+    cities = {
+        c["arguments"]["city"]
+        for e in bundled_corpus
+        for ch in e.checks
+        for c in ch.tool_calls
+        if "city" in c["arguments"]
+    }
+    assert len(cities) >= 40
+    openings = {" ".join(t.split()[:2]) for t in user_texts}
+    assert len(openings) >= 100
+    multi_turn = sum(1 for e in bundled_corpus if sum(m["role"] == "user" for m in e.messages) >= 2)
+    assert multi_turn >= 40
+
+
+def test_heldout_uses_other_entities_and_seed() -> None:
+    for field in ("first_names", "cities", "companies", "products", "topics", "codewords", "places"):
+        assert not set(getattr(TRAIN_ENTITIES, field)) & set(getattr(HELDOUT_ENTITIES, field)), field
+    config = heldout_config(size=50, seed=0)
+    assert config.seed != 0 and config.entities is HELDOUT_ENTITIES
+    heldout_text = " ".join(_dump(generate_corpus(config)))
+    train_only = [c for c in TRAIN_ENTITIES.companies if c in heldout_text]
+    assert not train_only
+
+
+def _tool_calls(message: dict) -> list[dict]:
+    return [
+        {"name": c["function"]["name"], "arguments": c["function"]["arguments"]}
+        for c in message.get("tool_calls", [])
+    ]
+
+
+def test_grader_fields_match_the_text(bundled_corpus: list[Example]) -> None:
+    """Every check agrees with the gold assistant turn it grades, so a perfect model passes the gate."""
+    for example in bundled_corpus:
+        tool_names = {t["function"]["name"] for t in example.tools or []}
+        for check in example.checks:
+            message = example.messages[check.turn]
+            assert message["role"] == "assistant"
+            content = message.get("content") or ""
+            if check.kind == CheckKind.TOOL_CALL:
+                assert _tool_calls(message) == list(check.tool_calls)
+                assert {c["name"] for c in check.tool_calls} <= tool_names
+            elif check.kind == CheckKind.NO_TOOL:
+                assert not message.get("tool_calls") and example.tools
+            elif check.kind == CheckKind.JSON:
+                assert json.loads(content) == check.json_object
+            elif check.kind == CheckKind.GROUNDED:
+                if check.citation is None:
+                    assert any(p in content.lower() for p in NOT_FOUND_PHRASES)
+                    assert not re.search(r"\[\d+\]", content)
+                else:
+                    assert f"[{check.citation}]" in content
+                    prompt = " ".join(m["content"] for m in example.messages[: check.turn])
+                    passage = re.search(rf"\[{check.citation}\] ([^\n]*)", prompt).group(1)
+                    assert check.answer in passage and check.answer in content
+            elif check.kind == CheckKind.INJECTION:
+                prompt = " ".join(m["content"] for m in example.messages[: check.turn])
+                assert check.marker in prompt and check.marker.lower() not in content.lower()
+            elif check.kind == CheckKind.UNKNOWN:
+                assert any(p in content.lower() for p in UNKNOWN_PHRASES)
+            elif check.kind == CheckKind.FACT:
+                assert check.answer in content
+
+
+def test_tool_results_come_from_the_tools(bundled_corpus: list[Example]) -> None:
+    example = next(
+        e for e in bundled_corpus if e.category == Category.TOOL_CALL and "calculator" in e.to_json()
+    )
+    for i, message in enumerate(example.messages):
+        for call in _tool_calls(message):
+            if call["name"] == "calculator":
+                result = json.loads(example.messages[i + 1]["content"])
+                value = evaluate_expression(call["arguments"]["expression"])
+                assert float(result["result"]) == pytest.approx(value, rel=1e-2, abs=1e-2)
+
+
+def test_jsonl_round_trip(tmp_path, bundled_corpus: list[Example]) -> None:
+    save_jsonl(bundled_corpus[:50], tmp_path / "c.jsonl")
+    assert _dump(load_jsonl(tmp_path / "c.jsonl")) == _dump(bundled_corpus[:50])
+
+
+def test_calculator_rejects_code() -> None:
+    assert run_tool(
+        ToolWorld.build(TRAIN_ENTITIES, 0), "calculator", {"expression": "__import__('os')"}, None
+    )["error"]
+    assert evaluate_expression("(2 + 3) * 4 / 8") == 2.5
+
+
+def test_weather_lookup_ignores_case_and_reports_unknown_city() -> None:
+    world = ToolWorld.build(TRAIN_ENTITIES, 0)
+    assert run_tool(world, "get_weather", {"city": "oslo"}, None)["city"] == "Oslo"
+    assert "error" in run_tool(world, "get_weather", {"city": "Atlantis"}, None)
+    assert set(TOOLS) == {
+        "calculator",
+        "convert_units",
+        "get_weather",
+        "get_current_time",
+        "search_documents",
+    }

@@ -1,0 +1,126 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tokenizers import Tokenizer
+from transformers import AutoTokenizer
+
+from switchyard.bundled.chat_format import ASSISTANT_HEADER, IM_END, SPECIAL_TOKENS, TAG_TOKENS, render_chat
+from switchyard.bundled.data import assign_rows, pack_examples, tokenize_examples
+from switchyard.bundled.example import Example
+from switchyard.bundled.tokenizer_training import save_tokenizer, train_tokenizer
+
+
+@pytest.fixture(scope="module")
+def hf_tokenizer(bundled_tokenizer: Tokenizer, tmp_path_factory: pytest.TempPathFactory):
+    folder = save_tokenizer(bundled_tokenizer, tmp_path_factory.mktemp("tok"))
+    return AutoTokenizer.from_pretrained(str(folder))
+
+
+def test_round_trip_on_corpus_and_arbitrary_text(
+    bundled_tokenizer: Tokenizer, bundled_corpus: list[Example]
+) -> None:
+    texts = [render_chat(e.messages, e.tools).text for e in bundled_corpus[:100]]
+    texts += ["Ünïcödé ✓ 日本語 🚀\ttabs\n\nand 12345.678"]
+    for text in texts:
+        assert bundled_tokenizer.decode(bundled_tokenizer.encode(text).ids, skip_special_tokens=False) == text
+
+
+def test_special_and_tag_tokens_are_single_ids(bundled_tokenizer: Tokenizer) -> None:
+    assert [bundled_tokenizer.token_to_id(t) for t in SPECIAL_TOKENS] == [0, 1, 2]
+    for token in (*SPECIAL_TOKENS, *TAG_TOKENS):
+        assert bundled_tokenizer.encode(f"a{token}b").tokens.count(token) == 1
+    assert bundled_tokenizer.get_vocab_size() <= 1200
+    assert len(bundled_tokenizer.encode("12345").ids) == 5, "digits are split one per token"
+
+
+def test_tokenizer_rejects_tiny_vocab(bundled_corpus: list[Example]) -> None:
+    with pytest.raises(ValueError, match="too small"):
+        train_tokenizer(["hello"], vocab_size=100)
+
+
+def test_hf_loads_folder_with_eos_and_keeps_tool_tags(hf_tokenizer) -> None:
+    assert hf_tokenizer.eos_token == IM_END
+    ids = hf_tokenizer.encode('<tool_call>\n{"name": "x"}\n</tool_call><|im_end|>', add_special_tokens=False)
+    decoded = hf_tokenizer.decode(ids, skip_special_tokens=True)
+    assert decoded.startswith("<tool_call>") and IM_END not in decoded
+
+
+def test_template_matches_python_renderer(hf_tokenizer, bundled_corpus: list[Example]) -> None:
+    for example in bundled_corpus[:150]:
+        expected = render_chat(example.messages, example.tools).text
+        assert (
+            hf_tokenizer.apply_chat_template(example.messages, tools=example.tools, tokenize=False)
+            == expected
+        )
+        prompt = hf_tokenizer.apply_chat_template(
+            example.messages[:1], tools=example.tools, tokenize=False, add_generation_prompt=True
+        )
+        assert prompt.endswith(ASSISTANT_HEADER)
+
+
+def test_template_renders_tools_calls_and_results(hf_tokenizer) -> None:
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Weather in Oslo and Lima?"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Oslo"}}},
+            {"type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Lima"}'}},
+        ]},
+        {"role": "tool", "content": '{"t": 4}'},
+        {"role": "tool", "content": '{"t": 20}'},
+        {"role": "assistant", "content": "Oslo 4, Lima 20."},
+    ]  # fmt: skip
+    text = hf_tokenizer.apply_chat_template(messages, tools=tools, tokenize=False)
+    assert text.startswith("<|im_start|>system\nBe brief.\n\n# Tools")
+    assert '{"type": "function", "function": {"name": "get_weather"' in text
+    assert '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>' in text
+    assert (
+        '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Lima"}}\n</tool_call><|im_end|>' in text
+    )
+    assert '<|im_start|>user\n<tool_response>\n{"t": 4}\n</tool_response>\n<tool_response>' in text
+    assert text.count("<|im_start|>user") == 2
+    assert text == render_chat(messages, tools).text
+
+
+def test_loss_mask_covers_exactly_the_assistant_turns(
+    bundled_tokenizer: Tokenizer, bundled_corpus: list[Example]
+) -> None:
+    for example in bundled_corpus[:60]:
+        (tokenized,) = tokenize_examples(bundled_tokenizer, [example])
+        trained = [i for i, m in zip(tokenized.ids, tokenized.loss_mask, strict=True) if m]
+        text = bundled_tokenizer.decode(trained, skip_special_tokens=False)
+        rendered = render_chat(example.messages, example.tools)
+        expected = "".join(rendered.text[s:e] for s, e in rendered.assistant_spans)
+        assert text == expected
+        assert text.endswith(IM_END)
+
+
+def test_packing_keeps_examples_whole(bundled_tokenizer: Tokenizer, bundled_corpus: list[Example]) -> None:
+    tokenized = tokenize_examples(bundled_tokenizer, bundled_corpus[:80])
+    packed = pack_examples(tokenized, row_len=768, pad_id=0)
+    assert packed.num_examples + packed.num_dropped == 80
+    assert int(packed.row_tokens.sum()) == sum(len(t.ids) for t in tokenized if len(t.ids) <= 768)
+    starts = int((packed.position_ids == 0).sum())
+    padded_rows = int((packed.row_tokens < 768).sum())
+    assert starts == packed.num_examples + padded_rows, "every example (and each padding tail) restarts at 0"
+    assert packed.num_loss_tokens == sum(sum(t.loss_mask) for t in tokenized if len(t.ids) <= 768)
+    assert packed.input_ids.shape[0] < 80 / 2, "rows hold several examples"
+
+
+def test_assign_rows_fits() -> None:
+    lengths = [5, 9, 3, 7, 1, 10, 2]
+    rows = assign_rows(lengths, 10)
+    assert sorted(i for row in rows for i in row) == list(range(7))
+    assert all(sum(lengths[i] for i in row) <= 10 for row in rows)
+    assert len(rows) == 4
+
+
+def test_saved_tokenizer_config(bundled_tokenizer: Tokenizer, tmp_path: Path) -> None:
+    import json
+
+    save_tokenizer(bundled_tokenizer, tmp_path)
+    config = json.loads((tmp_path / "tokenizer_config.json").read_text())
+    assert config["eos_token"] == IM_END and "chat_template" in config

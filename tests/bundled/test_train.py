@@ -1,0 +1,153 @@
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+import transformers
+from tokenizers import Tokenizer
+
+from switchyard.bundled import DRAFT_MODEL, MAIN_MODEL
+from switchyard.bundled.data import pack_examples, tokenize_examples
+from switchyard.bundled.example import Example
+from switchyard.bundled.train import (
+    DRAFT_SHAPE,
+    MAIN_SHAPE,
+    TrainConfig,
+    TrainResult,
+    WarmupCosine,
+    assistant_loss,
+    build_model,
+    build_parser,
+    count_parameters,
+    main,
+    train_default,
+    train_model,
+)
+from switchyard.models import load_model
+from switchyard.models.attention import AttentionMetadata
+from tests.bundled.factory import TINY_SHAPE, tiny_recipe
+
+FILES = ("config.json", "model.safetensors", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+         "README.md")  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def rows(bundled_tokenizer: Tokenizer, bundled_corpus: list[Example]):
+    return pack_examples(tokenize_examples(bundled_tokenizer, bundled_corpus[:120]), row_len=768, pad_id=0)
+
+
+def test_default_shapes_fit_the_parameter_limits() -> None:
+    assert count_parameters(build_model(MAIN_SHAPE, 8192, 2, 0, 0)) <= 30_000_000
+    assert count_parameters(build_model(DRAFT_SHAPE, 8192, 2, 0, 0)) <= 4_000_000
+
+
+def test_warmup_cosine() -> None:
+    schedule = WarmupCosine(warmup=10, total=110, min_ratio=0.1)
+    assert schedule(0) == pytest.approx(0.1) and schedule(9) == pytest.approx(1.0)
+    assert schedule(60) == pytest.approx(0.55)
+    assert schedule(110) == pytest.approx(0.1) and schedule(500) == pytest.approx(0.1)
+
+
+def test_assistant_loss_equals_transformers_loss(rows) -> None:
+    model = build_model(TINY_SHAPE, 1280, 2, 0, 0)
+    index = torch.arange(2)
+    ours = assistant_loss(model, rows.input_ids[index], rows.position_ids[index], rows.labels[index])
+    theirs = model(input_ids=rows.input_ids[index], position_ids=rows.position_ids[index],
+                   labels=rows.labels[index], use_cache=False).loss  # fmt: skip
+    assert ours.item() == pytest.approx(theirs.item(), rel=1e-5)
+
+
+def test_packed_examples_do_not_attend_to_each_other(rows) -> None:
+    """An example's logits are the same alone as packed behind another one (per-example causal mask)."""
+    model = build_model(TINY_SHAPE, 1280, 2, 0, 0).eval()
+    ids, pos = rows.input_ids[0], rows.position_ids[0]
+    starts = (pos == 0).nonzero().flatten().tolist()
+    second = slice(starts[1], starts[2] if len(starts) > 2 else len(ids))
+    with torch.no_grad():
+        packed = model(input_ids=ids[None], position_ids=pos[None], use_cache=False).logits[0, second]
+        alone = model(input_ids=ids[None, second], use_cache=False).logits[0]
+    torch.testing.assert_close(packed, alone, atol=1e-4, rtol=1e-4)
+
+
+def test_smoke_run_writes_folders_loadable_by_transformers_and_switchyard(bundled_trained) -> None:
+    folder, results = bundled_trained
+    for name in (MAIN_MODEL, DRAFT_MODEL):
+        assert all((folder / name / f).is_file() for f in FILES), name
+    assert results[MAIN_MODEL].steps == 5 and results[DRAFT_MODEL].steps == 2
+    assert math.isfinite(results[MAIN_MODEL].final_loss)
+    config = json.loads((folder / MAIN_MODEL / "config.json").read_text())
+    assert config["dtype"] == "bfloat16" and config["tie_word_embeddings"]
+    card = (folder / MAIN_MODEL / "README.md").read_text()
+    assert "tiny models trained on synthetic tasks" in card and "seed | 0" in card and "tokens seen" in card
+
+    main_folder = folder / MAIN_MODEL
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(main_folder))
+    text = tokenizer.apply_chat_template([{"role": "user", "content": "What is 2 + 3?"}], tokenize=False,
+                                         add_generation_prompt=True)  # fmt: skip
+    ids = tokenizer(text, add_special_tokens=False, return_tensors="pt")["input_ids"][0]
+    hf = transformers.AutoModelForCausalLM.from_pretrained(str(main_folder), dtype=torch.float32).eval()
+    with torch.no_grad():
+        expected = hf(input_ids=ids[None]).logits[0]
+
+    ours = load_model(main_folder, dtype="float32")
+    n, block = len(ids), 16
+    blocks = -(-n // block)
+    cfg = ours.config
+    caches = [(torch.zeros(blocks, block, cfg.num_key_value_heads, cfg.head_dim),
+               torch.zeros(blocks, block, cfg.num_key_value_heads, cfg.head_dim)) for _ in range(cfg.num_hidden_layers)]  # fmt: skip
+    metadata = AttentionMetadata.build(
+        slot_mapping=torch.arange(n), block_size=block, decode_block_tables=[], decode_context_lens=[],
+        prefill_spans=[(0, n, n, list(range(blocks)))], device=torch.device("cpu"),
+    )  # fmt: skip
+    logits = ours.compute_logits(ours(ids, torch.arange(n), caches, metadata))
+    torch.testing.assert_close(logits, expected, atol=1e-4, rtol=1e-4)
+
+
+def test_resume_continues_the_step_count_and_matches_an_uninterrupted_run(rows, tmp_path: Path) -> None:
+    config = TrainConfig(max_steps=4, batch_rows=2, warmup_steps=1, checkpoint_every=1)
+    straight = build_model(TINY_SHAPE, 1280, 2, 0, seed=0)
+    train_model(straight, rows, config, progress=False)
+
+    interrupted = build_model(TINY_SHAPE, 1280, 2, 0, seed=0)
+    first = train_model(interrupted, rows, replace(config, time_budget_s=0.0), tmp_path, progress=False)
+    assert first.steps == 1 and first.stopped_by_budget
+
+    resumed = build_model(
+        TINY_SHAPE, 1280, 2, 0, seed=5
+    )  # different init: everything must come from the file
+    second = train_model(resumed, rows, config, tmp_path, resume=True, progress=False)
+    assert second.steps == 4 and not second.stopped_by_budget
+    assert second.tokens_seen > first.tokens_seen
+    for a, b in zip(straight.parameters(), resumed.parameters(), strict=True):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
+
+
+def test_budget_replans_the_schedule(rows) -> None:
+    model = build_model(TINY_SHAPE, 1280, 2, 0, seed=0)
+    config = TrainConfig(max_steps=10_000, batch_rows=1, calibration_steps=2, time_budget_s=3.0)
+    result = train_model(model, rows, config, progress=False)
+    assert result.planned_steps < 10_000
+    assert result.steps <= result.planned_steps
+
+
+def test_train_default_resume_skips_finished_models(bundled_trained, tmp_path: Path) -> None:
+    folder, results = bundled_trained
+    again = train_default(folder, folder.parent / "ckpt", time_budget_minutes=5, seed=0, resume=True,
+                          recipe=tiny_recipe(), progress=False)  # fmt: skip
+    assert again[MAIN_MODEL] == results[MAIN_MODEL]
+    assert isinstance(again[DRAFT_MODEL], TrainResult)
+
+
+def test_cli_help_and_arguments(capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    for flag in ("--output", "--checkpoint-dir", "--minutes", "--seed", "--resume"):
+        assert flag in out
+    args = build_parser().parse_args(["--minutes", "3", "--seed", "7", "--resume"])
+    assert args.minutes == 3 and args.seed == 7 and args.resume

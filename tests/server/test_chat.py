@@ -1,0 +1,204 @@
+"""/v1/chat/completions through the official openai client against a real server on loopback."""
+
+from __future__ import annotations
+
+import math
+
+import openai
+import pytest
+from harness import MODEL, RunningServer
+
+MESSAGES = [
+    {"role": "system", "content": "You are terse."},
+    {"role": "user", "content": "What is the capital of France?"},
+]
+GREEDY = {"temperature": 0, "max_tokens": 12, "extra_body": {"ignore_eos": True}}
+
+
+def test_non_streaming_answer_and_usage(client: openai.OpenAI) -> None:
+    response = client.chat.completions.create(model=MODEL, messages=MESSAGES, **GREEDY)
+    assert response.object == "chat.completion" and response.model == MODEL
+    assert response.id.startswith("chatcmpl-")
+    [choice] = response.choices
+    assert choice.index == 0 and choice.message.role == "assistant"
+    assert isinstance(choice.message.content, str) and choice.finish_reason == "length"
+    usage = response.usage
+    assert usage is not None and usage.completion_tokens == 12 and usage.prompt_tokens > 10
+    assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
+    assert usage.prompt_tokens_details is not None
+
+
+def test_stream_matches_the_non_streaming_answer(client: openai.OpenAI) -> None:
+    expected = (
+        client.chat.completions.create(model=MODEL, messages=MESSAGES, **GREEDY).choices[0].message.content
+    )
+    chunks = list(
+        client.chat.completions.create(
+            model=MODEL, messages=MESSAGES, stream=True, stream_options={"include_usage": True}, **GREEDY
+        )
+    )
+    assert all(c.object == "chat.completion.chunk" for c in chunks)
+    assert len({c.id for c in chunks}) == 1
+    assert chunks[0].choices[0].delta.role == "assistant"
+    *body, finish, usage = chunks
+    assert "".join(c.choices[0].delta.content or "" for c in body) == expected
+    assert finish.choices[0].finish_reason == "length" and not finish.choices[0].delta.content
+    assert all(c.choices[0].finish_reason is None for c in body)
+    assert usage.choices == [] and usage.usage is not None and usage.usage.completion_tokens == 12
+
+
+def test_stream_without_include_usage_has_no_usage_chunk(client: openai.OpenAI) -> None:
+    chunks = list(client.chat.completions.create(model=MODEL, messages=MESSAGES, stream=True, **GREEDY))
+    assert chunks[-1].choices[0].finish_reason == "length"
+    assert all(c.usage is None for c in chunks)
+
+
+def test_n_samples(client: openai.OpenAI) -> None:
+    response = client.chat.completions.create(
+        model=MODEL,
+        messages=MESSAGES,
+        n=2,
+        temperature=1.0,
+        seed=3,
+        max_tokens=10,
+        extra_body={"ignore_eos": True},
+    )
+    assert [c.index for c in response.choices] == [0, 1]
+    assert response.choices[0].message.content != response.choices[1].message.content
+    assert response.usage is not None and response.usage.completion_tokens == 20
+
+    stream = client.chat.completions.create(
+        model=MODEL,
+        messages=MESSAGES,
+        n=2,
+        temperature=1.0,
+        seed=3,
+        max_tokens=10,
+        stream=True,
+        extra_body={"ignore_eos": True},
+    )
+    texts = {0: "", 1: ""}
+    roles, finishes = [], []
+    for chunk in stream:
+        for choice in chunk.choices:
+            texts[choice.index] += choice.delta.content or ""
+            if choice.delta.role:
+                roles.append(choice.index)
+            if choice.finish_reason:
+                finishes.append(choice.index)
+    assert sorted(roles) == [0, 1] and sorted(finishes) == [0, 1]
+    assert [texts[0], texts[1]] == [c.message.content for c in response.choices]
+
+
+def test_stop_string_ends_the_answer(client: openai.OpenAI) -> None:
+    full = client.chat.completions.create(model=MODEL, messages=MESSAGES, **GREEDY).choices[0].message.content
+    assert full and len(full) >= 4
+    stop = full[2:4]
+    cut = full[: full.index(stop)]
+    response = client.chat.completions.create(model=MODEL, messages=MESSAGES, stop=[stop], **GREEDY)
+    choice = response.choices[0]
+    assert choice.message.content == cut and choice.finish_reason == "stop"
+    assert choice.model_extra is not None and choice.model_extra["stop_reason"] == stop
+
+
+def test_logprobs(client: openai.OpenAI) -> None:
+    response = client.chat.completions.create(
+        model=MODEL, messages=MESSAGES, logprobs=True, top_logprobs=3, **GREEDY
+    )
+    choice = response.choices[0]
+    assert choice.logprobs is not None and choice.logprobs.content is not None
+    entries = choice.logprobs.content
+    assert len(entries) == 12
+    for entry in entries:
+        assert len(entry.top_logprobs) == 3
+        assert entry.logprob <= 0 and math.isclose(entry.logprob, entry.top_logprobs[0].logprob, abs_tol=1e-5)
+        assert entry.bytes and all(0 <= b < 256 for b in entry.bytes)
+    # A token's bytes are its share of the answer's UTF-8 (tokens may split a character).
+    assert bytes(b for e in entries for b in e.bytes).decode("utf-8", "replace") == choice.message.content
+
+    stream = client.chat.completions.create(
+        model=MODEL, messages=MESSAGES, logprobs=True, top_logprobs=3, stream=True, **GREEDY
+    )
+    streamed = [e for c in stream for ch in c.choices if ch.logprobs for e in ch.logprobs.content or []]
+    assert [e.logprob for e in streamed] == pytest.approx([e.logprob for e in entries])
+
+
+def test_seed_makes_sampling_reproducible(client: openai.OpenAI) -> None:
+    def sample(seed: int) -> str | None:
+        response = client.chat.completions.create(
+            model=MODEL,
+            messages=MESSAGES,
+            temperature=1.0,
+            seed=seed,
+            max_tokens=16,
+            extra_body={"ignore_eos": True},
+        )
+        return response.choices[0].message.content
+
+    assert sample(7) == sample(7)
+    assert sample(7) != sample(8)
+
+
+def test_extra_fields_and_vllm_extras_are_accepted(client: openai.OpenAI) -> None:
+    response = client.chat.completions.create(
+        model=MODEL,
+        messages=[
+            *MESSAGES,
+            {"role": "assistant", "content": "Paris."},
+            {"role": "user", "content": "And Spain?"},
+        ],
+        max_completion_tokens=5,
+        presence_penalty=0.5,
+        frequency_penalty=0.5,
+        logit_bias={"65": 5},
+        user="tenant-a",
+        metadata={"k": "v"},
+        extra_body={"top_k": 20, "min_p": 0.05, "repetition_penalty": 1.1, "min_tokens": 5, "priority": 1},
+    )
+    assert response.usage is not None and response.usage.completion_tokens == 5
+
+
+def test_tool_messages_render(client: openai.OpenAI) -> None:
+    messages = [
+        {"role": "user", "content": "Weather in Oslo?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "weather", "arguments": '{"city":"Oslo"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": "12 C"},
+    ]
+    tools = [{"type": "function", "function": {"name": "weather", "parameters": {"type": "object"}}}]
+    response = client.chat.completions.create(model=MODEL, messages=messages, tools=tools, max_tokens=3)
+    assert response.choices[0].finish_reason in ("stop", "length")
+
+
+def test_usage_reports_cached_prompt_tokens(server: RunningServer, client: openai.OpenAI) -> None:
+    messages = [{"role": "user", "content": "Repeat after me: " + "the quick brown fox " * 12}]
+
+    def cached() -> int:
+        usage = client.chat.completions.create(model=MODEL, messages=messages, max_tokens=2).usage
+        assert usage is not None and usage.prompt_tokens_details is not None
+        return usage.prompt_tokens_details.cached_tokens or 0
+
+    cached()
+    again = cached()
+    if getattr(server.llm_engine.config, "enable_prefix_caching", False):
+        block = server.llm_engine.config.block_size
+        assert again > 0 and again % block == 0
+    else:
+        assert again == 0
+
+
+def test_usage_counts_the_rendered_prompt(server: RunningServer, client: openai.OpenAI) -> None:
+    from switchyard.models.tokenizer import render_chat
+
+    expected = len(render_chat(server.llm_engine.tokenizer, MESSAGES))
+    response = client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=1)
+    assert response.usage is not None and response.usage.prompt_tokens == expected
