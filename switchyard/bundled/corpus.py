@@ -47,6 +47,16 @@ DEFAULT_WEIGHTS: dict[Category, float] = {
 }
 """Tool use gets the largest share: its arguments must be exact, and it is the most varied category."""
 
+HELDOUT_WEIGHTS: dict[Category, float] = {
+    Category.CHAT: 0.06,
+    Category.TOOL_CALL: 0.24,
+    Category.TOOL_PARALLEL: 0.10,
+    Category.NO_TOOL: 0.10,
+    Category.JSON_EXTRACTION: 0.14,
+    Category.GROUNDED: 0.14,
+    Category.INJECTION: 0.22,
+}
+"""The gate leans on gated categories: injection resistance has a 95% target and needs many samples."""
 HELDOUT_SEED_OFFSET = 1_000_003
 
 
@@ -69,9 +79,11 @@ class CorpusConfig:
             )
 
 
-def heldout_config(size: int = 350, seed: int = 0) -> CorpusConfig:
+def heldout_config(size: int = 400, seed: int = 0) -> CorpusConfig:
     """The held-out corpus for a training seed: another seed and the held-out entity lists."""
-    return CorpusConfig(seed=seed + HELDOUT_SEED_OFFSET, size=size, entities=HELDOUT_ENTITIES)
+    return CorpusConfig(
+        seed=seed + HELDOUT_SEED_OFFSET, size=size, entities=HELDOUT_ENTITIES, weights=dict(HELDOUT_WEIGHTS)
+    )
 
 
 def iter_corpus(config: CorpusConfig) -> Iterator[Example]:

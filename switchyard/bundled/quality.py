@@ -346,7 +346,7 @@ def draft_agreement(draft_folder: str | Path, transcripts: Sequence[tuple[list[i
 def run_gate(
     model: str | Path = MAIN_MODEL,
     draft: str | Path | None = DRAFT_MODEL,
-    num_examples: int = 300,
+    num_examples: int = 400,
     seed: int = 0,
     max_new_tokens: int = 192,
     progress: bool = True,
@@ -378,7 +378,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--no-draft", action="store_true", help="skip the draft agreement measurement")
     parser.add_argument(
-        "--examples", type=int, default=300, help="held-out conversations (default: %(default)s)"
+        "--examples", type=int, default=400, help="held-out conversations (default: %(default)s)"
     )
     parser.add_argument(
         "--seed", type=int, default=0, help="training seed the held-out corpus is derived from"
