@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 import torch
-
-sys.path.insert(0, str(Path(__file__).parent))
+from model_factory import build_hf_model
+from tokenizer_factory import build_tokenizer
 
 # Test models are tiny: one intra-op thread is as fast, and it keeps OpenMP from stalling at barriers when
 # the server tests run an engine thread, an event loop and a client in one process.
 torch.set_num_threads(1)
-
-from model_factory import build_hf_model
-from tokenizer_factory import build_tokenizer
 
 
 @pytest.fixture(scope="session")
