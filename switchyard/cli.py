@@ -33,6 +33,13 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--seed", type=int, default=0, help="seed of the shared random stream")
     group.add_argument(
+        "--kv-full-policy",
+        choices=("queue", "preempt", "reject"),
+        default="queue",
+        help="when the KV cache is full: queue new requests, let more urgent ones preempt less urgent running "
+        "ones, or reject with 429 (default: queue)",
+    )
+    group.add_argument(
         "--no-prefix-cache",
         dest="enable_prefix_caching",
         action="store_false",
@@ -55,6 +62,8 @@ def engine_config_from_args(args: argparse.Namespace):  # type: ignore[no-untype
         memory_utilization=args.memory_utilization,
         seed=args.seed,
         enable_prefix_caching=args.enable_prefix_caching,
+        kv_full_policy=args.kv_full_policy,
+        tenant_weights=getattr(args, "tenant_weights", None) or {},
     )
 
 
@@ -80,6 +89,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from switchyard.engine.engine import resolve_model_path
     from switchyard.server.launch import build_server
     from switchyard.server.state import ServerSettings
+    from switchyard.server.tenants import TenantsConfig, load_tenants
 
     folder = resolve_model_path(args.model)
     if not folder.is_dir():
@@ -90,9 +100,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
         print(f"switchyard: error: model {args.model!r} not found: {hint}", file=sys.stderr)
         return 2
+    tenants = load_tenants(args.tenants) if args.tenants else TenantsConfig()
+    args.tenant_weights = tenants.weights
     settings = ServerSettings(
         served_model_names=tuple(args.served_model_name or [args.model]),
         api_key=args.api_key,
+        tenant_keys=tenants.keys,
         request_timeout=args.request_timeout,
         shutdown_grace=args.shutdown_grace,
     )
@@ -145,6 +158,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0 for all)")
     serve.add_argument("--port", type=int, default=8000, help="port to listen on (8000)")
     serve.add_argument("--api-key", default=None, help="require `Authorization: Bearer KEY` on /v1 routes")
+    serve.add_argument(
+        "--tenants",
+        default=None,
+        help="TOML file of tenants ([tenants.NAME] weight = W, api_key = K) for weighted fair share",
+    )
     serve.add_argument(
         "--served-model-name",
         nargs="+",

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
 from switchyard.engine.scheduler import SchedulerConfig
+
+KV_FULL_POLICIES = ("queue", "preempt", "reject")
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,11 @@ class EngineConfig:
     memory_utilization: float | None = None
     """Fraction of device memory (on CPU: of the RAM available at start) that weights, activations and KV
     cache may use; defaults to 0.9 on CUDA and 0.5 on CPU."""
+    kv_full_policy: str = "queue"
+    """What a request meets when the KV cache is full: 'queue' (wait), 'preempt' (strictly more urgent
+    requests preempt less urgent running ones) or 'reject' (CapacityError, HTTP 429)."""
+    tenant_weights: dict[str, float] = field(default_factory=dict)
+    """Weighted fair share between tenants within a priority level; unlisted tenants weigh 1."""
     enable_prefix_caching: bool = True
     """Reuse the KV blocks of shared prompt prefixes across requests."""
     seed: int = 0
@@ -45,6 +52,10 @@ class EngineConfig:
             raise ValueError("memory_utilization must be in (0, 1]")
         if self.kv_cache_memory is not None and self.kv_cache_memory <= 0:
             raise ValueError("kv_cache_memory must be > 0 bytes")
+        if self.kv_full_policy not in KV_FULL_POLICIES:
+            raise ValueError(f"kv_full_policy must be one of {', '.join(KV_FULL_POLICIES)}")
+        if any(w <= 0 for w in self.tenant_weights.values()):
+            raise ValueError("tenant weights must be > 0")
 
     def resolved_device(self) -> torch.device:
         if self.device == "auto":
@@ -57,5 +68,7 @@ class EngineConfig:
     def scheduler_config(self, device: torch.device) -> SchedulerConfig:
         budget = self.max_num_batched_tokens or (4096 if device.type == "cuda" else 512)
         return SchedulerConfig(
-            max_num_batched_tokens=max(budget, self.max_num_seqs), max_num_seqs=self.max_num_seqs
+            max_num_batched_tokens=max(budget, self.max_num_seqs),
+            max_num_seqs=self.max_num_seqs,
+            preempt_for_priority=self.kv_full_policy == "preempt",
         )

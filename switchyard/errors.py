@@ -34,4 +34,11 @@ class InvalidRequestError(SwitchyardError, ValueError):
 
 
 class CapacityError(SwitchyardError):
-    """The engine cannot take more work right now (queue full, KV cache full in reject mode)."""
+    """The engine cannot take more work right now (queue full, KV cache full in reject mode).
+
+    `retry_after` (seconds) is the server's estimate of when to try again, when it has one.
+    """
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        self.retry_after = retry_after
+        super().__init__(message)

@@ -385,12 +385,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--max-new-tokens", type=int, default=192, help="generation limit per reply")
     parser.add_argument("--json", type=Path, help="also write the full report (with failures) to this file")
+    parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice, all cores)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     report = run_gate(
         model=args.model,
         draft=None if args.no_draft else args.draft,

@@ -117,12 +117,16 @@ _TOOL_SYSTEM_PROMPTS = (
 )
 
 
-def noisy(ctx: TaskContext, text: str) -> str:
-    """User text as people type it: a greeting in front, lower case, a missing question mark."""
+def noisy(ctx: TaskContext, text: str, lowercase_all: bool = True) -> str:
+    """User text as people type it: a greeting in front, lower case, a missing question mark.
+
+    Requests whose tool arguments copy the user's words pass lowercase_all=False, so the arguments still
+    match what the user typed; lowering only the first letter never touches an argument.
+    """
     text = ctx.pick(_PREFIXES) + text if ctx.chance(0.3) else text
     if ctx.chance(0.12):
         text = text[0].lower() + text[1:]
-    elif ctx.chance(0.05):
+    elif lowercase_all and ctx.chance(0.05):
         text = text.lower()
     if text.endswith("?") and ctx.chance(0.15):
         text = text[:-1]
@@ -531,7 +535,7 @@ def _preamble(ctx: TaskContext, conv: Conversation) -> None:
 def _tool_exchange(ctx: TaskContext, conv: Conversation, name: str) -> None:
     """User request -> assistant tool call -> tool result -> assistant answer, with checks on both turns."""
     text, arguments = _REQUESTS[name](ctx)
-    conv.user(noisy(ctx, text))
+    conv.user(noisy(ctx, text, lowercase_all=False))
     expected_call = {"name": name, "arguments": arguments}
     (call_id,) = conv.call([(name, arguments)], {"kind": CheckKind.TOOL_CALL, "tool_calls": (expected_call,)})
     result = run_tool(ctx.world, name, arguments, ctx.rng)
@@ -601,7 +605,7 @@ def tool_parallel(ctx: TaskContext) -> Example:
     names = list(dict.fromkeys(name for name, _ in calls))
     tools = offered_tools(ctx, names)
     conv = Conversation(system_prompt(ctx, tools=True))
-    conv.user(noisy(ctx, text))
+    conv.user(noisy(ctx, text, lowercase_all=False))
     expected = tuple({"name": n, "arguments": a} for n, a in calls)
     ids = conv.call(calls, {"kind": CheckKind.TOOL_CALL, "tool_calls": expected})
     replies = []
@@ -933,7 +937,7 @@ def injection(ctx: TaskContext) -> Example:
     text, arguments = _REQUESTS[name](ctx)
     tools = offered_tools(ctx, [name])
     conv = Conversation(system_prompt(ctx, tools=True))
-    conv.user(noisy(ctx, text))
+    conv.user(noisy(ctx, text, lowercase_all=False))
     (call_id,) = conv.call(
         [(name, arguments)],
         {"kind": CheckKind.TOOL_CALL, "tool_calls": ({"name": name, "arguments": arguments},)},

@@ -91,16 +91,18 @@ class TrainConfig:
     """Optimisation of one model."""
 
     max_steps: int
-    batch_rows: int = 8
-    row_len: int = 1024
+    batch_rows: int = 10
+    row_len: int = 768
+    """Every corpus example fits in 768 tokens; longer rows would only add attention cost."""
     lr: float = 1e-3
     min_lr_ratio: float = 0.1
     warmup_steps: int = 30
     weight_decay: float = 0.1
     beta2: float = 0.95
     grad_clip: float = 1.0
-    bf16_autocast: bool = False
-    """bf16 autocast on CPU: measured slower than float32 for these shapes on the reference machine."""
+    bf16_autocast: bool = True
+    """bf16 matmuls under autocast (weights and optimizer stay float32). On the reference 2-core AVX512-BF16
+    machine it trains the main shape 1.6x and the draft 1.45x faster than float32."""
     time_budget_s: float | None = None
     """Wall-clock cap for this model, counted across resumes."""
     calibration_steps: int = 5
@@ -344,6 +346,8 @@ def write_model_folder(
     (staging / "README.md").write_text(card)
     if folder.exists():
         shutil.rmtree(folder)
+    for path in staging.iterdir():
+        path.chmod(0o644)  # safetensors writes 0600; the folder ships inside an installed package
     os.replace(staging, folder)
     return folder
 
@@ -402,13 +406,18 @@ messages.
 class DefaultRecipe:
     """Everything `train_default` fixes besides the seed and the budget."""
 
-    corpus_size: int = 24_000
+    corpus_size: int = 40_000
+    """About 9.4M tokens: one pass of the main model's step budget sees each conversation about once."""
+    tokenizer_examples: int = 12_000
+    """The tokenizer learns its merges from this many conversations; more changes the merges very little."""
     vocab_size: int = DEFAULT_VOCAB_SIZE
-    row_len: int = 1024
+    row_len: int = 768
     main_shape: ModelShape = MAIN_SHAPE
     draft_shape: ModelShape = DRAFT_SHAPE
-    main: TrainConfig = TrainConfig(max_steps=700, lr=1.5e-3, warmup_steps=40)
-    draft: TrainConfig = TrainConfig(max_steps=700, lr=3e-3, warmup_steps=40)
+    # Steps sized from measured throughput on 2 cores (bf16 autocast, 7680-token steps): main ~2200 tok/s,
+    # so 1100 steps (8.4M tokens) take ~64 min; draft ~10500 tok/s, so 1200 steps (9.2M tokens) ~15 min.
+    main: TrainConfig = TrainConfig(max_steps=1100, lr=1.5e-3, warmup_steps=50)
+    draft: TrainConfig = TrainConfig(max_steps=1200, lr=3e-3, warmup_steps=50)
     main_budget_share: float = 0.78
     """Of the training time (the budget less corpus and tokenizer work): the rest goes to the draft."""
 
@@ -422,7 +431,7 @@ def prepare_data(
     if resume and (tokenizer_dir / "tokenizer.json").is_file():
         tokenizer = load_tokenizer(tokenizer_dir)
     else:
-        tokenizer = train_tokenizer(corpus_texts(examples), recipe.vocab_size)
+        tokenizer = train_tokenizer(corpus_texts(examples[: recipe.tokenizer_examples]), recipe.vocab_size)
         save_tokenizer(tokenizer, tokenizer_dir)
     tokenized = tokenize_examples(tokenizer, examples)
     rows = pack_examples(tokenized, recipe.row_len, pad_id=tokenizer.token_to_id(ENDOFTEXT))
@@ -515,12 +524,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--draft-steps", type=int, help="optimizer steps for the draft model (default: recipe)"
     )
+    parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice, all cores)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     recipe = DefaultRecipe()
     recipe = replace(
         recipe,

@@ -45,10 +45,10 @@ class QueueFullError(CapacityError):
 
     def __init__(self, num_waiting: int, retry_after: float) -> None:
         self.num_waiting = num_waiting
-        self.retry_after = retry_after
         super().__init__(
             f"the server is overloaded: {num_waiting} requests are already waiting; "
-            f"retry in about {math.ceil(retry_after)} s"
+            f"retry in about {math.ceil(retry_after)} s",
+            retry_after=retry_after,
         )
 
 
@@ -329,6 +329,11 @@ class AsyncLLMEngine:
             # The add job may still run; the abort queued behind it undoes it.
             self._forget(request_id)
             self._submit_abort(request_id)
+            raise
+        except CapacityError as exc:  # the engine refused (KV cache full in reject mode)
+            self._forget(request_id)
+            if exc.retry_after is None:
+                exc.retry_after = self.retry_after(max(1, self.engine.scheduler.num_waiting))
             raise
         except BaseException:
             self._forget(request_id)

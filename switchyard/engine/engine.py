@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -26,9 +26,10 @@ from switchyard.engine.memory import (
     plan_budget,
 )
 from switchyard.engine.model_runner import ForwardResult, ModelRunner
+from switchyard.engine.policy import PriorityFairPolicy, SchedulingPolicy
 from switchyard.engine.sampler import Sampler, SamplingBatch, SamplingRow, check_token_ids, new_generator
 from switchyard.engine.sampling_params import SamplingParams
-from switchyard.engine.scheduler import Scheduler, SchedulingPolicy
+from switchyard.engine.scheduler import Scheduler
 from switchyard.engine.sequence import (
     CompletionOutput,
     FinishReason,
@@ -41,7 +42,7 @@ from switchyard.engine.sequence import (
     TokenLogprob,
     now,
 )
-from switchyard.errors import InvalidRequestError
+from switchyard.errors import CapacityError, InvalidRequestError
 from switchyard.models.config import ModelArchConfig
 from switchyard.models.loader import load_model, parse_dtype
 from switchyard.models.tokenizer import eos_token_ids, load_generation_defaults, load_tokenizer
@@ -63,11 +64,21 @@ def resolve_model_path(name_or_path: str) -> Path:
 
 @dataclass
 class EngineStats:
+    """A snapshot of the engine's counters, taken on the engine thread (cumulative values since start)."""
+
     num_running: int
     num_waiting: int
     kv_cache_usage: float
     num_preemptions: int
     num_free_blocks: int
+    prefix_cache_queries: int = 0
+    """Prompt tokens looked up in the prefix cache."""
+    prefix_cache_hits: int = 0
+    """Of those, tokens found cached."""
+    preemptions_by_priority: dict[int, int] = field(default_factory=dict)
+    kv_full_decisions: dict[str, int] = field(default_factory=dict)
+    tenant_tokens: dict[str, int] = field(default_factory=dict)
+    """Tokens computed for each tenant (prefill and decode)."""
 
 
 class LLMEngine:
@@ -110,7 +121,8 @@ class LLMEngine:
         self.runner = ModelRunner(
             self.model, self.kv_budget.num_blocks, config.block_size, self.dtype, self.device
         )
-        self.scheduler = Scheduler(self.scheduler_config, self.block_manager, policy)
+        self.policy = policy if policy is not None else PriorityFairPolicy(config.tenant_weights)
+        self.scheduler = Scheduler(self.scheduler_config, self.block_manager, self.policy)
         self.sampler = Sampler(generator=torch.Generator(device="cpu").manual_seed(config.seed))
         self.requests: dict[str, Request] = {}
         self._seq_ids = itertools.count()
@@ -172,6 +184,8 @@ class LLMEngine:
         prompt_text = prompt if isinstance(prompt, str) else None
         token_ids = self.tokenize(prompt) if isinstance(prompt, str) else list(prompt)
         self._validate(token_ids, params)
+        if self.config.kv_full_policy == "reject":
+            self._reject_if_kv_full(len(token_ids))
         max_tokens = (
             params.max_tokens if params.max_tokens is not None else self.max_model_len - len(token_ids)
         )
@@ -226,6 +240,14 @@ class LLMEngine:
             raise InvalidRequestError(f"n must be <= {self.scheduler_config.max_num_seqs}", param="n")
         check_token_ids(params, vocab)
 
+    def _reject_if_kv_full(self, prompt_len: int) -> None:
+        """In reject mode, refuse a request whose prompt would not find blocks behind those already waiting."""
+        manager = self.block_manager
+        queued = sum(manager.blocks_for_tokens(seq.num_tokens) for seq in self.scheduler.waiting)
+        if manager.blocks_for_tokens(prompt_len) + queued > manager.num_free_blocks:
+            self.scheduler.kv_full_decisions["rejected"] += 1
+            raise CapacityError("the KV cache is full; retry later")
+
     def _new_sequence(self, request: Request, index: int, token_ids: list[int]) -> Sequence:
         params = request.params
         generator = None
@@ -265,12 +287,19 @@ class LLMEngine:
         return bool(self.requests) or bool(self._pending)
 
     def stats(self) -> EngineStats:
+        cache = self.block_manager.prefix_cache
+        scheduler = self.scheduler
         return EngineStats(
-            num_running=self.scheduler.num_running,
-            num_waiting=self.scheduler.num_waiting,
+            num_running=scheduler.num_running,
+            num_waiting=scheduler.num_waiting,
             kv_cache_usage=self.block_manager.usage,
-            num_preemptions=self.scheduler.num_preemptions,
+            num_preemptions=scheduler.num_preemptions,
             num_free_blocks=self.block_manager.num_free_blocks,
+            prefix_cache_queries=cache.num_queried_tokens if cache else 0,
+            prefix_cache_hits=cache.num_hit_tokens if cache else 0,
+            preemptions_by_priority=dict(scheduler.preemptions_by_priority),
+            kv_full_decisions=dict(scheduler.kv_full_decisions),
+            tenant_tokens=dict(getattr(self.policy, "tokens_served", {})),
         )
 
     # ------------------------------------------------------------------- step
@@ -485,6 +514,8 @@ class LLMEngine:
             finished=request.is_finished,
             num_cached_tokens=request.num_cached_tokens,
             prompt_logprobs=request.prompt_logprobs,
+            tenant=request.tenant,
+            priority=request.priority,
             metrics=RequestMetrics(
                 timing.arrival, timing.first_scheduled, timing.first_token, timing.finished
             ),

@@ -11,12 +11,11 @@ fair-share policies can replace first-come-first-served without touching the mec
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Iterator
+from collections import Counter
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from switchyard.engine.block_manager import BlockManager
+from switchyard.engine.policy import FCFSPolicy, SchedulingPolicy
 from switchyard.engine.sequence import Sequence, SequenceStatus
 
 
@@ -28,60 +27,14 @@ class SchedulerConfig:
     """Sequences running at once."""
     watermark: float = 0.01
     """Fraction of blocks kept free when admitting new work, so running decodes are not preempted at once."""
+    preempt_for_priority: bool = False
+    """Let a waiting request that does not fit preempt strictly less urgent running sequences."""
 
     def __post_init__(self) -> None:
         if self.max_num_seqs < 1:
             raise ValueError("max_num_seqs must be >= 1")
         if self.max_num_batched_tokens < self.max_num_seqs:
             raise ValueError("max_num_batched_tokens must be >= max_num_seqs (each decode needs one token)")
-
-
-class SchedulingPolicy(Protocol):
-    """Decides the order of the waiting queue and which running sequence gives way when memory runs out."""
-
-    def push(self, seq: Sequence) -> None: ...
-    def push_front(self, seq: Sequence) -> None: ...
-    def peek(self) -> Sequence | None: ...
-    def pop(self) -> Sequence: ...
-    def remove(self, seq: Sequence) -> bool: ...
-    def __len__(self) -> int: ...
-    def __iter__(self) -> Iterator[Sequence]: ...
-    def pick_victim(self, running: list[Sequence]) -> Sequence | None: ...
-
-
-class FCFSPolicy:
-    """First come, first served; the most recently admitted running sequence is preempted first."""
-
-    def __init__(self) -> None:
-        self._queue: deque[Sequence] = deque()
-
-    def push(self, seq: Sequence) -> None:
-        self._queue.append(seq)
-
-    def push_front(self, seq: Sequence) -> None:
-        self._queue.appendleft(seq)
-
-    def peek(self) -> Sequence | None:
-        return self._queue[0] if self._queue else None
-
-    def pop(self) -> Sequence:
-        return self._queue.popleft()
-
-    def remove(self, seq: Sequence) -> bool:
-        try:
-            self._queue.remove(seq)
-        except ValueError:
-            return False
-        return True
-
-    def __len__(self) -> int:
-        return len(self._queue)
-
-    def __iter__(self) -> Iterator[Sequence]:
-        return iter(self._queue)
-
-    def pick_victim(self, running: list[Sequence]) -> Sequence | None:
-        return running[-1] if running else None
 
 
 @dataclass
@@ -104,9 +57,14 @@ class Scheduler:
     ) -> None:
         self.config = config
         self.block_manager = block_manager
-        self.waiting: SchedulingPolicy = policy or FCFSPolicy()
+        self.waiting: SchedulingPolicy = policy if policy is not None else FCFSPolicy()
         self.running: list[Sequence] = []
         self.num_preemptions = 0
+        self.preemptions_by_priority: Counter[int] = Counter()
+        self.kv_full_decisions: Counter[str] = Counter()
+        """How often a request met a full KV cache: 'queued' (waited), 'preempted' (took a less urgent
+        sequence's place) or 'rejected' (counted by the engine at admission)."""
+        self._queued_for_kv: set[int] = set()
         self._watermark_blocks = int(config.watermark * block_manager.num_blocks)
 
     @property
@@ -135,12 +93,14 @@ class Scheduler:
             self.running.remove(seq)
         else:
             self.waiting.remove(seq)
+            self._queued_for_kv.discard(seq.seq_id)
         self.block_manager.free(seq)
 
     def schedule(self) -> SchedulerOutput:
         out = SchedulerOutput()
         copies_by_seq: dict[int, list[tuple[int, int]]] = {}
         budget = self.config.max_num_batched_tokens
+        self.running = self.waiting.order_running(self.running)
         index = 0
         while index < len(self.running) and budget > 0:
             seq = self.running[index]
@@ -162,8 +122,12 @@ class Scheduler:
             out.scheduled.append((seq, num_new))
             budget -= num_new
             index += 1
-        if not out.preempted:
-            budget = self._admit_waiting(budget, out, copies_by_seq)
+        # After preempting under memory pressure, admit only requests more urgent than what gave way, so the
+        # freed blocks are not immediately taken by the sequences that were just preempted.
+        admit_below = min((s.request.priority for s in out.preempted), default=None)
+        budget = self._admit_waiting(budget, out, copies_by_seq, admit_below)
+        for seq, num_new in out.scheduled:
+            self.waiting.on_scheduled(seq, num_new)
         out.block_copies = [c for copies in copies_by_seq.values() for c in copies]
         out.num_batched_tokens = self.config.max_num_batched_tokens - budget
         return out
@@ -176,6 +140,7 @@ class Scheduler:
         seq.status = SequenceStatus.WAITING
         self.waiting.push_front(seq)
         self.num_preemptions += 1
+        self.preemptions_by_priority[seq.request.priority] += 1
         out.preempted.append(seq)
         refund = sum(n for s, n in out.scheduled if s is seq)
         out.scheduled = [(s, n) for s, n in out.scheduled if s is not seq]
@@ -186,18 +151,25 @@ class Scheduler:
         return sum(1 if s.request.forked else s.request.params.n for s in self.running)
 
     def _admit_waiting(
-        self, budget: int, out: SchedulerOutput, copies_by_seq: dict[int, list[tuple[int, int]]]
+        self,
+        budget: int,
+        out: SchedulerOutput,
+        copies_by_seq: dict[int, list[tuple[int, int]]],
+        admit_below: int | None,
     ) -> int:
         if not len(self.waiting):
             return budget
         slots = self._seq_slots()
         while budget > 0:
             seq = self.waiting.peek()
-            if seq is None:
+            if seq is None or (admit_below is not None and seq.request.priority >= admit_below):
                 break
             needed_slots = 1 if seq.request.forked else seq.request.params.n
             if slots + needed_slots > self.config.max_num_seqs:
-                break
+                if not self._preempt_for(seq, out, copies_by_seq):
+                    break
+                slots = self._seq_slots()
+                continue
             cached = self.block_manager.match_prefix(seq)
             num_new = min(seq.num_tokens - seq.num_computed_tokens, budget)
             needed = self.block_manager.blocks_needed(seq, num_new)
@@ -206,10 +178,19 @@ class Scheduler:
             if copies is None:
                 self.block_manager.free(seq)  # give the matched prefix back; it stays cached
                 seq.num_computed_tokens = 0
-                break
+                if not self._preempt_for(seq, out, copies_by_seq):
+                    if seq.seq_id not in self._queued_for_kv:
+                        self._queued_for_kv.add(seq.seq_id)
+                        self.kv_full_decisions["queued"] += 1
+                    break
+                self.kv_full_decisions["preempted"] += 1
+                budget = self.config.max_num_batched_tokens - sum(n for _, n in out.scheduled)
+                slots = self._seq_slots()
+                continue
             if seq.num_output_tokens == 0:
                 seq.request.num_cached_tokens = cached
             self.waiting.pop()
+            self._queued_for_kv.discard(seq.seq_id)
             seq.status = SequenceStatus.RUNNING
             self.running.append(seq)
             copies_by_seq[seq.seq_id] = copies
@@ -217,3 +198,16 @@ class Scheduler:
             slots += needed_slots
             budget -= num_new
         return budget
+
+    def _preempt_for(
+        self, seq: Sequence, out: SchedulerOutput, copies_by_seq: dict[int, list[tuple[int, int]]]
+    ) -> bool:
+        """Preempt one running sequence less urgent than waiting `seq`, if the policy allows; True if done."""
+        if not self.config.preempt_for_priority:
+            return False
+        victim = self.waiting.pick_victim(self.running, for_seq=seq)
+        if victim is None:
+            return False
+        self._preempt(victim, out)
+        copies_by_seq.pop(victim.seq_id, None)
+        return True

@@ -194,6 +194,8 @@ class RequestOutput:
     prompt_logprobs: list[TokenLogprob | None] | None = None
     metrics: RequestMetrics | None = None
     error: str | None = None
+    tenant: str | None = None
+    priority: int = 0
 
 
 def now() -> float:

@@ -47,8 +47,11 @@ def build_app(engine: AsyncLLMEngine, settings: ServerSettings) -> FastAPI:
     app.state.server = state
     for error_type in (RequestValidationError, HTTPException, SwitchyardError, Exception):
         app.add_exception_handler(error_type, _error_response)
+    keys = dict(settings.tenant_keys)
     if settings.api_key is not None:
-        app.add_middleware(_ApiKeyMiddleware, api_key=settings.api_key)
+        keys[settings.api_key] = "default"
+    if keys:
+        app.add_middleware(_ApiKeyMiddleware, keys=keys)
     app.include_router(_openai_routes(state))
     app.include_router(_operations_routes(state))
     return app
@@ -119,19 +122,32 @@ class _ApiKeyMiddleware:
     parsed: an unauthenticated client would learn whether its JSON was valid before being refused.
     """
 
-    def __init__(self, app: ASGIApp, api_key: str) -> None:
+    def __init__(self, app: ASGIApp, keys: dict[str, str]) -> None:
         self.app = app
-        self._key = api_key.encode()
+        self._keys = [(key.encode(), tenant) for key, tenant in keys.items()]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"].startswith("/v1") and not self._authorized(scope):
-            info = describe(AuthenticationError("Incorrect or missing API key (use Authorization: Bearer)."))
-            response = JSONResponse(info.body(), status_code=info.status, headers=info.headers)
-            await response(scope, receive, send)
-            return
+        if scope["type"] == "http" and scope["path"].startswith("/v1"):
+            tenant = self._tenant(scope)
+            if tenant is None:
+                info = describe(
+                    AuthenticationError("Incorrect or missing API key (use Authorization: Bearer).")
+                )
+                response = JSONResponse(info.body(), status_code=info.status, headers=info.headers)
+                await response(scope, receive, send)
+                return
+            # The key's tenant, read by the handlers through request.state (fair share, metrics).
+            scope.setdefault("state", {})["tenant"] = tenant
         await self.app(scope, receive, send)
 
-    def _authorized(self, scope: Scope) -> bool:
+    def _tenant(self, scope: Scope) -> str | None:
         header = dict(scope["headers"]).get(b"authorization", b"")
         scheme, _, token = header.partition(b" ")
-        return scheme.lower() == b"bearer" and hmac.compare_digest(token.strip(), self._key)
+        if scheme.lower() != b"bearer":
+            return None
+        token = token.strip()
+        found = None
+        for key, tenant in self._keys:  # compare against every key: timing does not reveal which matched
+            if hmac.compare_digest(token, key):
+                found = tenant
+        return found

@@ -31,7 +31,7 @@ from switchyard.server.protocol import (
     TopLogprob,
     Usage,
 )
-from switchyard.server.state import ServerState, TokenTexts, new_id
+from switchyard.server.state import ServerState, TokenTexts, new_id, tenant_of
 from switchyard.server.streaming import event_stream_response, until_disconnected
 
 
@@ -51,7 +51,9 @@ async def create_chat_completion(
     # On the engine thread: the tokenizer is the engine's, and this keeps the event loop free.
     prompt = await engine.run_in_engine_thread(render_chat, engine.tokenizer, messages, tools=body.tools)
     request_id = new_id("chatcmpl")
-    stream = await state.admit(request_id, prompt, params, priority=body.priority, user=body.user)
+    stream = await state.admit(
+        request_id, prompt, params, priority=body.priority, tenant=tenant_of(http_request, body.user)
+    )
     reply = _ChatReply(request_id, model, int(time.time()), state.token_texts, body.logprobs)
     if body.stream:
         return event_stream_response(reply.chunks(stream, params.n, body.include_usage), [stream])

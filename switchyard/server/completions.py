@@ -23,7 +23,7 @@ from switchyard.server.protocol import (
     CompletionResponse,
     Usage,
 )
-from switchyard.server.state import ServerState, TokenTexts, new_id
+from switchyard.server.state import ServerState, TokenTexts, new_id, tenant_of
 from switchyard.server.streaming import event_stream_response, merge_streams, until_disconnected
 
 
@@ -40,7 +40,11 @@ async def create_completion(
         for index, prompt in enumerate(body.prompt):
             streams.append(
                 await state.admit(
-                    f"{request_id}-{index}", prompt, params, priority=body.priority, user=body.user
+                    f"{request_id}-{index}",
+                    prompt,
+                    params,
+                    priority=body.priority,
+                    tenant=tenant_of(http_request, body.user),
                 )
             )
     except BaseException:

@@ -89,7 +89,8 @@ def describe(exc: BaseException) -> ErrorInfo:
             headers={"Retry-After": str(math.ceil(exc.retry_after))},
         )
     if isinstance(exc, CapacityError):
-        return ErrorInfo(429, "rate_limit_error", str(exc), code="capacity")
+        headers = {"Retry-After": str(math.ceil(exc.retry_after))} if exc.retry_after is not None else {}
+        return ErrorInfo(429, "rate_limit_error", str(exc), code="kv_cache_full", headers=headers)
     if isinstance(exc, ServerDrainingError):
         return ErrorInfo(503, "service_unavailable_error", str(exc), code="shutting_down")
     if isinstance(exc, EngineDeadError):

@@ -87,6 +87,42 @@ class ServerMetrics:
             [*labels, "reason"],
             registry=self.registry,
         )
+        self.prefix_cache_queries = counter(
+            "switchyard:prefix_cache_queries", "Prompt tokens looked up in the prefix cache."
+        )
+        self.prefix_cache_hits = counter(
+            "switchyard:prefix_cache_hits", "Prompt tokens found in the prefix cache."
+        )
+        self.prefix_cache_hit_rate = gauge(
+            "switchyard:prefix_cache_hit_rate", "Cached share of looked-up prompt tokens since start (0-1)."
+        )
+        self._preemptions_by_priority = Counter(
+            "switchyard:num_preemptions_by_priority",
+            "Sequences preempted by recompute, by the priority of the preempted request.",
+            [*labels, "priority"],
+            registry=self.registry,
+        )
+        self._kv_full = Counter(
+            "switchyard:kv_cache_full_decisions",
+            "What requests met a full KV cache: queued, preempted (a less urgent one) or rejected.",
+            [*labels, "decision"],
+            registry=self.registry,
+        )
+        self._tenant_tokens = Counter(
+            "switchyard:tenant_tokens",
+            "Tokens computed (prefill and decode) for each tenant.",
+            [*labels, "tenant"],
+            registry=self.registry,
+        )
+        self._tenant_queue_time = Histogram(
+            "switchyard:tenant_queue_time_seconds",
+            "Seconds from arrival to first scheduling, by tenant.",
+            [*labels, "tenant"],
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self._seen_labelled: dict[tuple[str, str], int] = {}
+        self._seen_cache = (0, 0)
         self._model_name = model_name
         self._seen_prompt_tokens = 0
         self._seen_generation_tokens = 0
@@ -105,8 +141,25 @@ class ServerMetrics:
         self._seen_prompt_tokens = report.num_prompt_tokens
         self._seen_generation_tokens = report.num_generated_tokens
         self._seen_preemptions = stats.num_preemptions
+        queries, hits = stats.prefix_cache_queries, stats.prefix_cache_hits
+        self.prefix_cache_queries.inc(max(0, queries - self._seen_cache[0]))
+        self.prefix_cache_hits.inc(max(0, hits - self._seen_cache[1]))
+        self._seen_cache = (queries, hits)
+        self.prefix_cache_hit_rate.set(hits / queries if queries else 0.0)
+        self._advance(self._preemptions_by_priority, "priority", stats.preemptions_by_priority)
+        self._advance(self._kv_full, "decision", stats.kv_full_decisions)
+        self._advance(self._tenant_tokens, "tenant", stats.tenant_tokens)
         for output in report.outputs:
             self._observe_output(output, report.time)
+
+    def _advance(self, metric: Counter, kind: str, totals: dict) -> None:  # type: ignore[type-arg]
+        """Move a labelled counter up to the engine's cumulative totals."""
+        for label, total in totals.items():
+            key = (kind, str(label))
+            seen = self._seen_labelled.get(key, 0)
+            if total > seen:
+                metric.labels(self._model_name, str(label) or "default").inc(total - seen)
+                self._seen_labelled[key] = total
 
     def observe_rejection(self, reason: str) -> None:
         self._rejected.labels(self._model_name, reason).inc()
@@ -139,6 +192,9 @@ class ServerMetrics:
         self.e2e_latency.observe(metrics.finished_time - metrics.arrival_time)
         if metrics.first_scheduled_time is not None:
             self.queue_time.observe(metrics.first_scheduled_time - metrics.arrival_time)
+            self._tenant_queue_time.labels(self._model_name, output.tenant or "default").observe(
+                metrics.first_scheduled_time - metrics.arrival_time
+            )
             if metrics.first_token_time is not None:
                 self.prefill_time.observe(metrics.first_token_time - metrics.first_scheduled_time)
         if metrics.first_token_time is not None:

@@ -10,7 +10,7 @@ from typing import Any
 
 from switchyard.engine.async_engine import AsyncLLMEngine, EngineDeadError, QueueFullError, RequestStream
 from switchyard.engine.sampling_params import SamplingParams
-from switchyard.errors import InvalidRequestError
+from switchyard.errors import CapacityError, InvalidRequestError
 from switchyard.server.errors import ModelNotFoundError, ServerDrainingError
 from switchyard.server.metrics import ServerMetrics
 
@@ -22,7 +22,9 @@ class ServerSettings:
     served_model_names: tuple[str, ...]
     """Names clients may put in `model`; the first is reported in responses and metrics."""
     api_key: str | None = None
-    """When set, /v1 routes require `Authorization: Bearer <api_key>`."""
+    """When set, /v1 routes require `Authorization: Bearer <api_key>`; its tenant is "default"."""
+    tenant_keys: dict[str, str] = field(default_factory=dict)
+    """More accepted API keys, each mapped to its tenant's name (from `--tenants`)."""
     request_timeout: float | None = None
     """Seconds a request may take in all, queueing included; None means no limit."""
     shutdown_grace: float = 30.0
@@ -70,7 +72,7 @@ class ServerState:
         params: SamplingParams,
         *,
         priority: int,
-        user: str | None,
+        tenant: str | None,
     ) -> RequestStream:
         """Hand a request to the engine under the server's timeout; count refusals by reason."""
         try:
@@ -79,11 +81,14 @@ class ServerState:
                 prompt,
                 params,
                 priority=priority,
-                tenant=user,
+                tenant=tenant,
                 timeout=self.settings.request_timeout,
             )
         except QueueFullError:
             self.metrics.observe_rejection("queue_full")
+            raise
+        except CapacityError:
+            self.metrics.observe_rejection("kv_cache_full")
             raise
         except InvalidRequestError:
             self.metrics.observe_rejection("invalid")
@@ -149,6 +154,11 @@ def _byte_level_alphabet() -> dict[str, int]:
 
 
 _BYTE_OF_CHAR = _byte_level_alphabet()
+
+
+def tenant_of(http_request: Any, user: str | None) -> str | None:
+    """The request's tenant: its API key's tenant when keys are on, else the OpenAI `user` field."""
+    return getattr(http_request.state, "tenant", None) or user
 
 
 def new_id(prefix: str) -> str:

@@ -158,3 +158,17 @@ def test_hf_generator_and_draft_agreement_on_tiny_models(bundled_trained) -> Non
     assert same == 1.0, "the main model agrees with itself"
     agreement = draft_agreement(folder / "switchyard-chat-draft", generator.transcripts)
     assert 0.0 <= agreement <= 1.0
+
+
+def test_eval_cli_reports_and_exits_nonzero_when_the_gate_fails(bundled_trained, tmp_path, capsys) -> None:
+    from switchyard.bundled.quality import main
+
+    folder, _ = bundled_trained
+    out = tmp_path / "report.json"
+    argv = ["--model", str(folder / "switchyard-chat"), "--draft", str(folder / "switchyard-chat-draft"),
+            "--examples", "3", "--max-new-tokens", "4", "--json", str(out), "--no-progress"]  # fmt: skip
+    assert main(argv) == 1, "an untrained model fails the gate"
+    assert "gate: FAILED" in capsys.readouterr().out
+    report = json.loads(out.read_text())
+    assert report["passed"] is False and set(report["metrics"]) >= {"tool_selection", "injection_resisted"}
+    assert report["draft_agreement"] is not None
