@@ -77,9 +77,9 @@ def test_api_keys_name_tenants_and_metrics_count_them(tiny_model_dir: Path, tmp_
 
 def test_prefix_cache_hits_show_in_usage_and_metrics(server) -> None:  # type: ignore[no-untyped-def]
     client = server.client()
-    prompt = list(range(10, 90))  # 80 tokens: 4 full blocks of 16 are reusable
+    prompt = list(range(10, 90))  # 80 tokens = 5 full blocks, all reusable by a longer prompt
     client.completions.create(model="tiny", prompt=prompt, max_tokens=2, temperature=0)
-    second = client.completions.create(model="tiny", prompt=prompt + [5, 6], max_tokens=2, temperature=0)
+    second = client.completions.create(model="tiny", prompt=[*prompt, 5, 6], max_tokens=2, temperature=0)
     assert second.usage is not None and second.usage.prompt_tokens_details is not None
     assert second.usage.prompt_tokens_details.cached_tokens == 80
     text = server.http().get("/metrics").text
