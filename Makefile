@@ -21,8 +21,14 @@ $(VENV)/.installed-dev: $(VENV)/.installed pyproject.toml
 	$(BIN)/pip install -q $(TORCH_PIN) -e '.[dev]'
 	touch $@
 
+# Serves the bundled model once `switchyard train-default` has built it (or ARGS names a model folder);
+# until then it runs the offline generation demo.
 serve: $(VENV)/.installed
-	$(BIN)/switchyard serve $(ARGS)
+	@if [ -n "$(ARGS)" ] || $(BIN)/python -c "import sys; from switchyard.bundled import BUNDLED_MODELS, is_built; sys.exit(not is_built(BUNDLED_MODELS['switchyard-chat']))"; then \
+		$(BIN)/switchyard serve $(ARGS); \
+	else \
+		$(BIN)/switchyard demo; \
+	fi
 
 test: $(VENV)/.installed-dev
 	$(BIN)/python -m pytest $(ARGS)

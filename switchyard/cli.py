@@ -91,15 +91,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from switchyard.server.state import ServerSettings
     from switchyard.server.tenants import TenantsConfig, load_tenants
 
-    folder = resolve_model_path(args.model)
-    if not folder.is_dir():
-        hint = (
-            "the bundled default model is not built yet (build it with `switchyard train-default`)"
-            if args.model == "switchyard-chat"
-            else "pass a Hugging Face model folder or a bundled model name"
-        )
-        print(f"switchyard: error: model {args.model!r} not found: {hint}", file=sys.stderr)
-        return 2
+    resolve_model_path(args.model)  # a missing or unbuilt model is a clear error before anything loads
     tenants = load_tenants(args.tenants) if args.tenants else TenantsConfig()
     args.tenant_weights = tenants.weights
     settings = ServerSettings(
@@ -142,6 +134,8 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument("--sampling-seed", type=int, default=None, help="per-request sampling seed")
     add_engine_args(generate)
     generate.set_defaults(func=cmd_generate)
+    for name, (_, summary) in DELEGATED_COMMANDS.items():
+        commands.add_parser(name, help=f"{summary} (see `switchyard {name} --help`)", add_help=False)
 
     serve = commands.add_parser(
         "serve",
@@ -192,7 +186,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Commands with parsers of their own: everything after the command name is theirs.
+DELEGATED_COMMANDS = {
+    "train-default": ("switchyard.bundled.train", "train the bundled models from scratch (about 90 minutes)"),
+    "eval-default": ("switchyard.bundled.quality", "run the bundled model's quality gate"),
+    "demo": ("switchyard.demo", "offline generation demo on a small random-initialised model"),
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in DELEGATED_COMMANDS:
+        import importlib
+
+        return int(importlib.import_module(DELEGATED_COMMANDS[argv[0]][0]).main(argv[1:]) or 0)
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(

@@ -50,7 +50,7 @@ def resolve_model(name_or_path: str | Path) -> Path:
         if not is_built(folder):
             raise BundledModelNotBuiltError(
                 f"bundled model {name!r} is not built yet; run `switchyard train-default` to train it "
-                "(about 90 minutes on 2 CPU cores), or pass --model PATH to a Hugging Face model folder",
+                "(about 90 minutes on 2 CPU cores), or use a Hugging Face model folder instead",
                 str(folder),
             )
         return folder

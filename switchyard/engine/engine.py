@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+from switchyard.bundled import resolve_model
 from switchyard.config import EngineConfig
 from switchyard.engine.block_manager import BlockManager
 from switchyard.engine.detokenizer import IncrementalDetokenizer
@@ -51,14 +52,7 @@ logger = logging.getLogger(__name__)
 
 
 def resolve_model_path(name_or_path: str) -> Path:
-    """A bundled model name or a folder path -> the folder."""
-    path = Path(name_or_path).expanduser()
-    if path.is_dir():
-        return path
-    try:
-        from switchyard.bundled import resolve_model
-    except ImportError:
-        return path
+    """A bundled model name or a folder path -> the folder; ModelLoadError (typed) when neither."""
     return resolve_model(name_or_path)
 
 
