@@ -37,6 +37,8 @@ class EngineConfig:
     requests preempt less urgent running ones) or 'reject' (CapacityError, HTTP 429)."""
     tenant_weights: dict[str, float] = field(default_factory=dict)
     """Weighted fair share between tenants within a priority level; unlisted tenants weigh 1."""
+    pack_weights: bool = True
+    """On CPU, pre-pack projection weights into oneDNN's layout (faster matmuls; a tied LM head gets a copy)."""
     enable_prefix_caching: bool = True
     """Reuse the KV blocks of shared prompt prefixes across requests."""
     seed: int = 0

@@ -46,6 +46,7 @@ from switchyard.engine.sequence import (
 from switchyard.errors import CapacityError, InvalidRequestError
 from switchyard.models.config import ModelArchConfig
 from switchyard.models.loader import load_model, parse_dtype
+from switchyard.models.packed_linear import can_pack, pack_linear_layers
 from switchyard.models.tokenizer import eos_token_ids, load_generation_defaults, load_tokenizer
 
 logger = logging.getLogger(__name__)
@@ -105,6 +106,8 @@ class LLMEngine:
         rss_before = peak_rss_bytes()
         self.model = load_model(folder, self.dtype, self.device, max_positions=self.max_model_len)
         weights = model_bytes(self.model)
+        if config.pack_weights and can_pack(self.device, self.dtype):
+            pack_linear_layers(self.model)
         self.scheduler_config = config.scheduler_config(self.device)
         self.kv_budget = self._size_kv_cache(weights, rss_before)
         logger.info("KV cache budget: %s", self.kv_budget.describe())
@@ -406,8 +409,8 @@ class LLMEngine:
         params = seq.request.params
         seq.token_ids.append(token)
         self.num_generated_tokens += 1
-        seq.cumulative_logprob += logprob
         if params.logprobs is not None:
+            seq.cumulative_logprob += logprob
             alternatives = []
             if top is not None and params.logprobs:
                 values, ids = top
@@ -492,7 +495,7 @@ class LLMEngine:
                     delta_token_ids=output_ids[seq.num_emitted_tokens :],
                     logprobs=list(seq.logprobs) if want_logprobs else None,
                     delta_logprobs=seq.logprobs[seq.num_emitted_tokens :] if want_logprobs else None,
-                    cumulative_logprob=seq.cumulative_logprob,
+                    cumulative_logprob=seq.cumulative_logprob if want_logprobs else None,
                     finish_reason=seq.finish_reason.value if seq.finish_reason else None,
                     stop_reason=seq.stop_reason,
                 )

@@ -234,7 +234,7 @@ class SamplerOutput:
     token_ids: torch.Tensor
     """[N] long."""
     logprobs: torch.Tensor
-    """[N] float32: log_softmax(raw logits) at the sampled token."""
+    """[N] float32: log_softmax(raw logits) at the sampled token; NaN when no row asked for logprobs."""
     top_logprobs: tuple[torch.Tensor, torch.Tensor] | None
     """(values [N, K], token ids [N, K]) sorted by decreasing logprob, K = batch.num_top_logprobs; a row
     that asked for fewer than K should read only its first `logprobs` columns. None when no row asked."""
@@ -250,6 +250,11 @@ class Sampler:
     def __call__(self, logits: torch.Tensor, batch: SamplingBatch) -> SamplerOutput:
         """Sample one token per row of `logits` ([N, V] raw model logits), following the module's order."""
         _check_shape(logits, batch)
+        if batch.all_greedy and not _needs_adjustment(batch):
+            # The common greedy case: no copy of the [N, V] logits at all.
+            token_ids = logits.argmax(dim=1)
+            logprobs, top_logprobs = _raw_logprobs(logits, token_ids, batch.num_top_logprobs)
+            return SamplerOutput(token_ids=token_ids, logprobs=logprobs, top_logprobs=top_logprobs)
         adjusted = adjust_logits(logits, batch)
         if batch.all_greedy:
             token_ids = adjusted.argmax(dim=1)
@@ -288,6 +293,10 @@ class Sampler:
             noise[row] = row_noise.exponential_(generator=generator).to(like.device)
         # A zero draw would turn a masked token's 0/0 into NaN, which argmax would pick.
         return noise.clamp_(min=torch.finfo(like.dtype).tiny)
+
+
+def _needs_adjustment(batch: SamplingBatch) -> bool:
+    return batch.logit_bias is not None or batch.suppressed is not None or batch.output_ids is not None
 
 
 def adjust_logits(logits: torch.Tensor, batch: SamplingBatch) -> torch.Tensor:
@@ -351,12 +360,14 @@ def _top_k_top_p_by_sort(x: torch.Tensor, top_k: torch.Tensor | None, top_p: tor
 def _raw_logprobs(
     logits: torch.Tensor, token_ids: torch.Tensor, num_top: int | None
 ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
-    """Log-probs under the raw logits: the sampled token's, plus the top K when a row asked for them."""
-    raw = logits.float()
+    """Log-probs under the raw logits: the sampled token's, plus the top K when a row asked for them.
+
+    When no row asked for logprobs (num_top is None) nothing is computed: a log-softmax over a large vocabulary
+    costs as much as a sizeable share of a decode step. The sampled logprobs are then NaN.
+    """
     if num_top is None:
-        # logsumexp avoids materialising a [N, V] log_softmax when only one value per row is needed.
-        sampled = raw.gather(1, token_ids[:, None]).squeeze(1) - torch.logsumexp(raw, dim=1)
-        return sampled, None
+        return torch.full(token_ids.shape, float("nan"), device=token_ids.device), None
+    raw = logits.float()
     logp = torch.log_softmax(raw, dim=1)
     sampled = logp.gather(1, token_ids[:, None]).squeeze(1)
     values, ids = logp.topk(num_top, dim=1)

@@ -21,7 +21,13 @@ KVCaches = list[tuple[torch.Tensor, torch.Tensor]]
 
 
 class RMSNorm(nn.Module):
-    """RMS normalisation computed in float32 and cast back before the weight, as transformers does."""
+    """RMS normalisation as one fused kernel.
+
+    transformers normalises in float32, rounds to the activation dtype, then scales by the weight; the fused
+    kernel accumulates in float32 too but rounds once, after the scaling. In float32 the two agree to
+    rounding; in bfloat16 they differ by at most one rounding step, inside the documented bf16 tolerance, and
+    the fused form saves three elementwise passes per norm, which is measurable in batch-1 decode.
+    """
 
     def __init__(self, size: int, eps: float) -> None:
         super().__init__()
@@ -29,8 +35,7 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        normed = F.rms_norm(x.float(), (x.shape[-1],), eps=self.eps)
-        return self.weight * normed.to(x.dtype)
+        return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
 
 
 class Attention(nn.Module):
@@ -62,15 +67,15 @@ class Attention(nn.Module):
     ) -> torch.Tensor:
         num_tokens = hidden.shape[0]
         qkv = self.qkv_proj(hidden)
-        q, k, v = qkv.split([self.q_size, self.kv_size, self.kv_size], dim=-1)
-        q = q.view(num_tokens, self.num_heads, self.head_dim)
-        k = k.view(num_tokens, self.num_kv_heads, self.head_dim)
-        v = v.view(num_tokens, self.num_kv_heads, self.head_dim)
+        v = qkv[:, self.q_size + self.kv_size :].view(num_tokens, self.num_kv_heads, self.head_dim)
         if self.q_norm is not None and self.k_norm is not None:
-            q = self.q_norm(q)
-            k = self.k_norm(k)
-        q = apply_rotary(q, cos, sin)
-        k = apply_rotary(k, cos, sin)
+            q, k = qkv[:, : self.q_size], qkv[:, self.q_size : self.q_size + self.kv_size]
+            q = apply_rotary(self.q_norm(q.view(num_tokens, self.num_heads, self.head_dim)), cos, sin)
+            k = apply_rotary(self.k_norm(k.view(num_tokens, self.num_kv_heads, self.head_dim)), cos, sin)
+        else:
+            # q and k heads sit side by side in qkv: rotate them in one pass.
+            qk = qkv[:, : self.q_size + self.kv_size].view(num_tokens, self.num_heads + self.num_kv_heads, self.head_dim)
+            q, k = apply_rotary(qk, cos, sin).split([self.num_heads, self.num_kv_heads], dim=1)
         k_cache, v_cache = kv_cache
         write_kv(k, v, k_cache, v_cache, metadata.slot_mapping)
         out = paged_attention(q, k, v, k_cache, v_cache, metadata, self.scale)

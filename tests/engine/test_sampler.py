@@ -313,12 +313,15 @@ def test_logprobs_are_raw_log_softmax_at_the_sampled_token() -> None:
     assert torch.equal(ids, expected.indices)
 
 
-def test_top_logprobs_absent_when_no_row_asks() -> None:
+def test_logprobs_are_skipped_when_no_row_asks() -> None:
+    """A log-softmax over the vocabulary is costly: with no row asking, none is computed (NaN)."""
     logits = random_logits(3, seed=11)
     out = Sampler()(logits, build([make_row(SamplingParams())] * 3))
     assert out.top_logprobs is None
+    assert torch.isnan(out.logprobs).all()
+    asked = Sampler()(logits, build([make_row(SamplingParams(logprobs=0))] * 3))
     torch.testing.assert_close(
-        out.logprobs, torch.log_softmax(logits, dim=1).gather(1, out.token_ids[:, None]).squeeze(1)
+        asked.logprobs, torch.log_softmax(logits, dim=1).gather(1, asked.token_ids[:, None]).squeeze(1)
     )
 
 
