@@ -27,7 +27,6 @@ sys.path.insert(0, str(Path(__file__).parent))
 from shapes import QWEN25_05B, TINY, build_qwen2
 
 from switchyard import LLM, SamplingParams
-from switchyard.engine.memory import model_bytes
 
 
 def measure_read_bandwidth(num_bytes: int = 1 << 30, repeats: int = 8) -> float:
@@ -183,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         ours = switchyard_throughput(llm, prompts, args.output_len)
         decode = switchyard_decode_rate(llm, prompts[0][:32], args.decode_len)
-        weight_bytes = model_bytes(llm.model) if hasattr(llm, "model") else model_bytes(llm.engine.model)
+        weight_bytes = llm.engine.kv_budget.weights_bytes  # measured before packing: the bytes a step reads
         del llm
         hf = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).eval()
         with torch.inference_mode():

@@ -19,6 +19,17 @@ QWEN25_05B = dict(
     rope_theta=1000000.0,
 )
 
+SMALL = dict(
+    vocab_size=32000,
+    hidden_size=512,
+    intermediate_size=1536,
+    num_hidden_layers=8,
+    num_attention_heads=8,
+    num_key_value_heads=2,
+    max_position_embeddings=4096,
+    tie_word_embeddings=True,
+)
+
 TINY = dict(
     vocab_size=512,
     hidden_size=64,

@@ -107,6 +107,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         host=args.host,
         port=args.port,
         max_waiting=args.max_waiting,
+        step_timeout=args.step_timeout,
         log_level="info" if args.verbose else "warning",
     )
     print(
@@ -162,6 +163,13 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="+",
         default=None,
         help="name(s) clients use in `model` (default: MODEL as given); the first is reported",
+    )
+    serve.add_argument(
+        "--step-timeout",
+        type=float,
+        default=None,
+        help="watchdog: seconds one engine step may take before it counts as hung; the engine is then "
+        "rebuilt and its requests recomputed (default: off)",
     )
     serve.add_argument(
         "--max-waiting",

@@ -60,6 +60,13 @@ class RequestTimeoutError(SwitchyardError):
         super().__init__(f"the request did not finish within {timeout:g} s and was aborted")
 
 
+class StepHungError(SwitchyardError):
+    """An engine step ran past the watchdog's step timeout."""
+
+    def __init__(self, timeout: float) -> None:
+        super().__init__(f"an engine step took more than {timeout:g} s")
+
+
 class RequestFailedError(SwitchyardError):
     """The engine failed this request (an error in its processing or in the step that carried it)."""
 
@@ -214,9 +221,14 @@ class AsyncLLMEngine:
         max_waiting: int = 512,
         drain_window: float = 30.0,
         max_consecutive_failures: int = 3,
+        step_timeout: float | None = None,
     ) -> None:
         if max_waiting < 1:
             raise ValueError("max_waiting must be >= 1")
+        if step_timeout is not None and step_timeout <= 0:
+            raise ValueError("step_timeout must be > 0 seconds")
+        self.step_timeout = step_timeout
+        """Seconds one engine step may take before the watchdog declares it hung and rebuilds the engine."""
         self.engine = engine
         self.max_waiting = max_waiting
         self.max_consecutive_failures = max_consecutive_failures
@@ -294,9 +306,23 @@ class AsyncLLMEngine:
         self._executor.shutdown(wait=False)
 
     async def run_in_engine_thread(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run fn on the engine thread, in order with steps; the way to touch engine-owned objects safely."""
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
+        """Run fn on the engine thread, in order with steps; the way to touch engine-owned objects safely.
+
+        A job queued behind a step that hung is cancelled when the watchdog replaces the thread; it is then
+        submitted again to the new thread, so callers never see the swap.
+        """
+        job = functools.partial(fn, *args, **kwargs)
+        while True:
+            executor = self._executor
+            future = executor.submit(job)
+            try:
+                return await asyncio.wrap_future(future)
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                replaced = future.cancelled() and executor is not self._executor
+                if replaced and not (task is not None and task.cancelling()):
+                    continue
+                raise
 
     # --------------------------------------------------------------- requests
     async def add_request(
@@ -439,7 +465,10 @@ class AsyncLLMEngine:
                 if self._stopping:
                     break
                 try:
-                    report = await self._loop.run_in_executor(self._executor, self._step_on_thread)
+                    report = await self._watched_step()
+                except StepHungError:
+                    await self._recover_from_hung_step()
+                    continue
                 except Exception as exc:
                     logger.exception("engine step failed")
                     await self._recover_from_failed_step(exc)
@@ -455,6 +484,35 @@ class AsyncLLMEngine:
             self._dead_reason = f"engine loop stopped: {exc!r}"
             self._fail_all(EngineDeadError(self._dead_reason))
             raise
+
+    async def _watched_step(self) -> StepReport:
+        future = asyncio.wrap_future(self._executor.submit(self._step_on_thread))
+        if self.step_timeout is None:
+            return await future
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), self.step_timeout)
+        except TimeoutError:
+            raise StepHungError(self.step_timeout) from None
+
+    async def _recover_from_hung_step(self) -> None:
+        """Leave the hung step's thread behind, rebuild the engine's state on a fresh thread, carry on."""
+        logger.error("engine step exceeded %.1f s: rebuilding the engine on a new thread", self.step_timeout)
+        stuck = self._executor
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="switchyard-engine")
+        stuck.shutdown(wait=False, cancel_futures=True)
+        outputs = await self.run_in_engine_thread(self.engine.recover_after_hang)
+        self._dispatch(
+            StepReport(
+                outputs=outputs,
+                stats=await self.run_in_engine_thread(self.engine.stats),
+                num_prompt_tokens=self.engine.num_prompt_tokens,
+                num_generated_tokens=self.engine.num_generated_tokens,
+                time=now(),
+                has_unfinished_requests=True,
+            )
+        )
+        assert self._wake is not None
+        self._wake.set()
 
     async def _recover_from_failed_step(self, exc: Exception) -> None:
         """Fail every request in flight (the step may have left any of them inconsistent), free the engine."""

@@ -74,6 +74,7 @@ class EngineStats:
     kv_full_decisions: dict[str, int] = field(default_factory=dict)
     tenant_tokens: dict[str, int] = field(default_factory=dict)
     """Tokens computed for each tenant (prefill and decode)."""
+    num_hung_steps: int = 0
 
 
 class LLMEngine:
@@ -124,6 +125,11 @@ class LLMEngine:
         self.requests: dict[str, Request] = {}
         self._seq_ids = itertools.count()
         self._pending: list[RequestOutput] = []
+        self._epoch = 0
+        """Bumped by recover_after_hang: a step still running from an older epoch must not touch state."""
+        self.current_step_requests: set[str] = set()
+        """Request ids in the step being run (what a watchdog blames when the step hangs)."""
+        self.num_hung_steps = 0
         self.num_generated_tokens = 0
         self.num_prompt_tokens = 0
 
@@ -297,13 +303,16 @@ class LLMEngine:
             preemptions_by_priority=dict(scheduler.preemptions_by_priority),
             kv_full_decisions=dict(scheduler.kv_full_decisions),
             tenant_tokens=dict(getattr(self.policy, "tokens_served", {})),
+            num_hung_steps=self.num_hung_steps,
         )
 
     # ------------------------------------------------------------------- step
     def step(self) -> list[RequestOutput]:
         """Run one iteration; return outputs of requests that produced tokens, finished, or failed."""
+        epoch = self._epoch
         outputs, self._pending = self._pending, []
         plan = self.scheduler.schedule()
+        self.current_step_requests = {seq.request.request_id for seq, _ in plan.scheduled}
         if plan.is_empty:
             stalled = self.scheduler.waiting.peek() if not self.scheduler.running else None
             if stalled is not None:
@@ -330,6 +339,8 @@ class LLMEngine:
             for request in failed.values():
                 outputs.append(self._fail(request, f"internal error during forward pass: {exc}"))
             return outputs
+        if epoch != self._epoch:
+            return []  # a watchdog gave up on this step and rebuilt the engine meanwhile: touch nothing
 
         for seq, num_new in plan.scheduled:
             seq.num_computed_tokens += num_new
@@ -384,7 +395,10 @@ class LLMEngine:
             top = (sampled.top_logprobs[0].tolist(), sampled.top_logprobs[1].tolist())
         stamp = now()
         touched: dict[str, Request] = {}
+        epoch = self._epoch
         for row, seq in enumerate(rows):
+            if epoch != self._epoch:
+                return []
             request = seq.request
             touched[request.request_id] = request
             if request.timing.first_token is None:
@@ -453,6 +467,52 @@ class LLMEngine:
                         list(zip(top_ids[j], top_values[j], strict=True)) if top_ids and top_values else []
                     )
                     request.prompt_logprobs[position] = TokenLogprob(targets[j].item(), value, alternatives)
+
+    # --------------------------------------------------------------- recovery
+    def recover_after_hang(self, max_hangs: int = 1) -> list[RequestOutput]:
+        """Rebuild the scheduling state after a step hung (a watchdog gave up waiting for it).
+
+        The hung step may still be running on its thread and holds the old block manager, KV cache and
+        queues, so fresh ones replace them and the old epoch's step discards its results if it ever returns.
+        Every unfinished request is queued again with its tokens so far: waiting ones resume their wait,
+        running ones are recomputed from prompt + generated tokens, and their streams continue where they
+        were, without repeats. A request that was in more than `max_hangs` hung steps is failed instead, so
+        one poisonous request cannot hang the engine over and over.
+        """
+        self._epoch += 1
+        self.num_hung_steps += 1
+        blamed = self.current_step_requests
+        self.current_step_requests = set()
+        config = self.config
+        self.block_manager = BlockManager(
+            self.kv_budget.num_blocks, config.block_size, enable_prefix_cache=config.enable_prefix_caching
+        )
+        self.runner = ModelRunner(
+            self.model, self.kv_budget.num_blocks, config.block_size, self.dtype, self.device
+        )
+        self.policy = self.policy.clone_empty()
+        self.scheduler = Scheduler(self.scheduler_config, self.block_manager, self.policy)
+        outputs: list[RequestOutput] = []
+        for request in sorted(self.requests.values(), key=lambda r: r.timing.arrival):
+            for seq in request.sequences:
+                seq.block_table, seq.prefix_node, seq.num_cached_blocks = [], None, 0
+                seq.num_computed_tokens = 0
+                if not seq.is_finished:
+                    seq.status = SequenceStatus.WAITING
+            if request.request_id in blamed:
+                request.num_hangs += 1
+            if request.num_hangs > max_hangs:
+                outputs.append(
+                    self._fail(
+                        request, f"the request was in {request.num_hangs} engine steps that hung; failed"
+                    )
+                )
+                continue
+            for seq in request.sequences:
+                if not seq.is_finished:
+                    self.scheduler.add(seq)
+        logger.error("engine step hung: state rebuilt, %d requests re-queued", len(self.requests))
+        return outputs
 
     # --------------------------------------------------------------- finishing
     def _finish(self, seq: Sequence, reason: FinishReason, stop_reason: str | int | None = None) -> None:

@@ -45,6 +45,9 @@ class SchedulingPolicy(Protocol):
     def on_scheduled(self, seq: Sequence, num_tokens: int) -> None:
         """num_tokens of seq are computed this step (service accounting)."""
 
+    def clone_empty(self) -> SchedulingPolicy:
+        """A policy with the same settings and accounting but empty queues (for rebuilding after a hang)."""
+
 
 class FCFSPolicy:
     """First come, first served; the most recently admitted running sequence is preempted first."""
@@ -87,6 +90,9 @@ class FCFSPolicy:
 
     def on_scheduled(self, seq: Sequence, num_tokens: int) -> None:
         pass
+
+    def clone_empty(self) -> FCFSPolicy:
+        return FCFSPolicy()
 
 
 DEFAULT_TENANT = ""
@@ -186,6 +192,8 @@ class PriorityFairPolicy:
         return (seq.request.priority, self.service[self.tenant_of(seq)])
 
     def order_running(self, running: list[Sequence]) -> list[Sequence]:
+        if len(self.service) <= 1 and len(self._levels) <= 1:
+            return running  # one tenant, one priority seen so far: admission order is the order
         # Stable: within equal keys, earlier-admitted sequences keep their place.
         return sorted(running, key=self._urgency_key)
 
@@ -198,6 +206,12 @@ class PriorityFairPolicy:
         if for_seq is not None and victim.request.priority <= for_seq.request.priority:
             return None
         return victim
+
+    def clone_empty(self) -> PriorityFairPolicy:
+        clone = PriorityFairPolicy(self.weights, self.default_weight)
+        clone.service.update(self.service)
+        clone.tokens_served.update(self.tokens_served)
+        return clone
 
     def on_scheduled(self, seq: Sequence, num_tokens: int) -> None:
         tenant = self.tenant_of(seq)

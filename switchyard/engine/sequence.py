@@ -123,6 +123,8 @@ class Request:
     prompt_logprobs: list[TokenLogprob | None] | None = None
     num_cached_tokens: int = 0
     error: str | None = None
+    num_hangs: int = 0
+    """Engine steps this request was in that a watchdog found hung."""
 
     @property
     def num_prompt_tokens(self) -> int:

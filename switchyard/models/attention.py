@@ -139,8 +139,10 @@ def paged_attention(
 
     Keys and values of this step must already be written to the cache (write_kv).
     """
-    out = torch.empty_like(query)
     num_decodes = metadata.num_decode_tokens
+    if num_decodes == query.shape[0]:  # a pure decode step: no prefill chunks, no output assembly
+        return _decode_attention(query, k_cache, v_cache, metadata, scale)
+    out = torch.empty_like(query)
     if num_decodes:
         out[:num_decodes] = _decode_attention(query[:num_decodes], k_cache, v_cache, metadata, scale)
     for span in metadata.prefills:

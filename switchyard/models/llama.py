@@ -74,7 +74,9 @@ class Attention(nn.Module):
             k = apply_rotary(self.k_norm(k.view(num_tokens, self.num_kv_heads, self.head_dim)), cos, sin)
         else:
             # q and k heads sit side by side in qkv: rotate them in one pass.
-            qk = qkv[:, : self.q_size + self.kv_size].view(num_tokens, self.num_heads + self.num_kv_heads, self.head_dim)
+            qk = qkv[:, : self.q_size + self.kv_size].view(
+                num_tokens, self.num_heads + self.num_kv_heads, self.head_dim
+            )
             q, k = apply_rotary(qk, cos, sin).split([self.num_heads, self.num_kv_heads], dim=1)
         k_cache, v_cache = kv_cache
         write_kv(k, v, k_cache, v_cache, metadata.slot_mapping)

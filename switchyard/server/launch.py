@@ -69,10 +69,11 @@ def build_server(
     host: str = "127.0.0.1",
     port: int = 8000,
     max_waiting: int = 512,
+    step_timeout: float | None = None,
     log_level: str = "info",
 ) -> DrainingServer:
     """Load the model and return a server ready to `run()` (blocking) or `serve()` (in an event loop)."""
-    engine = AsyncLLMEngine(LLMEngine(engine_config), max_waiting=max_waiting)
+    engine = AsyncLLMEngine(LLMEngine(engine_config), max_waiting=max_waiting, step_timeout=step_timeout)
     return server_for(engine, settings, host=host, port=port, log_level=log_level)
 
 

@@ -121,6 +121,10 @@ class ServerMetrics:
             buckets=_LATENCY_BUCKETS,
             registry=self.registry,
         )
+        self.hung_steps = counter(
+            "switchyard:engine_hung_steps", "Engine steps the watchdog found hung (the engine was rebuilt)."
+        )
+        self._seen_hung = 0
         self._seen_labelled: dict[tuple[str, str], int] = {}
         self._seen_cache = (0, 0)
         self._model_name = model_name
@@ -145,6 +149,8 @@ class ServerMetrics:
         self.prefix_cache_queries.inc(max(0, queries - self._seen_cache[0]))
         self.prefix_cache_hits.inc(max(0, hits - self._seen_cache[1]))
         self._seen_cache = (queries, hits)
+        self.hung_steps.inc(max(0, stats.num_hung_steps - self._seen_hung))
+        self._seen_hung = stats.num_hung_steps
         self.prefix_cache_hit_rate.set(hits / queries if queries else 0.0)
         self._advance(self._preemptions_by_priority, "priority", stats.preemptions_by_priority)
         self._advance(self._kv_full, "decision", stats.kv_full_decisions)
