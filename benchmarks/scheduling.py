@@ -67,7 +67,7 @@ def shared_prefix(folder: Path) -> dict[str, float]:
     return results
 
 
-def zero_hit_throughput(folder: Path, rounds: int = 3) -> dict[str, float]:
+def zero_hit_throughput(folder: Path, rounds: int = 6) -> dict[str, float]:
     prompts = random_ids(64, 256, seed=3)
     params = SamplingParams(temperature=0, max_tokens=64, ignore_eos=True)
     engines = {flag: make_llm(folder, enable_prefix_caching=flag) for flag in (True, False)}

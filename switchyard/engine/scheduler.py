@@ -101,9 +101,13 @@ class Scheduler:
         copies_by_seq: dict[int, list[tuple[int, int]]] = {}
         budget = self.config.max_num_batched_tokens
         self.running = self.waiting.order_running(self.running)
+        level = self._isolated_priority()
         index = 0
         while index < len(self.running) and budget > 0:
             seq = self.running[index]
+            if level is not None and seq.request.priority > level:
+                index += 1  # paused for this step: it keeps its blocks
+                continue
             num_new = min(seq.num_tokens - seq.num_computed_tokens, budget)
             copies = self.block_manager.allocate_slots(seq, num_new)
             while copies is None:
@@ -125,12 +129,33 @@ class Scheduler:
         # After preempting under memory pressure, admit only requests more urgent than what gave way, so the
         # freed blocks are not immediately taken by the sequences that were just preempted.
         admit_below = min((s.request.priority for s in out.preempted), default=None)
+        if level is not None:
+            admit_below = level + 1 if admit_below is None else min(admit_below, level + 1)
         budget = self._admit_waiting(budget, out, copies_by_seq, admit_below)
         for seq, num_new in out.scheduled:
             self.waiting.on_scheduled(seq, num_new)
         out.block_copies = [c for copies in copies_by_seq.values() for c in copies]
         out.num_batched_tokens = self.config.max_num_batched_tokens - budget
         return out
+
+    def _isolated_priority(self) -> int | None:
+        """With priority preemption on, a step that prefills an urgent request runs only that priority level
+        (and more urgent ones): less urgent running sequences pause for the step, so an urgent prompt is not
+        slowed by the decodes of the work it outranks. None when nothing needs isolating."""
+        if not self.config.preempt_for_priority or not self.running:
+            return None
+        levels = [
+            seq.request.priority for seq in self.running if seq.in_prefill or seq.num_computed_tokens == 0
+        ]
+        head = self.waiting.peek()
+        if head is not None:
+            levels.append(head.request.priority)
+        if not levels:
+            return None
+        level = min(levels)
+        if all(seq.request.priority <= level for seq in self.running):
+            return None
+        return level
 
     def _preempt(self, seq: Sequence, out: SchedulerOutput) -> int:
         """Preempt seq by recompute; returns the budget it had been given this step (0 if none)."""

@@ -136,3 +136,28 @@ def test_reject_mode_refuses_when_the_kv_cache_is_full(tiny_model_dir: Path) -> 
     assert 0 < admitted < 20
     assert engine.scheduler.kv_full_decisions["rejected"] == 1
     assert len(run_until_done(engine)) == admitted
+
+
+def test_urgent_prefill_step_excludes_less_urgent_work(tiny_model_dir: Path) -> None:
+    """In preempt mode the step that prefills an urgent prompt runs only urgent work, so its time to first
+    token is not stretched by the decodes it outranks; the paused sequences resume right after."""
+    llm = make_llm(tiny_model_dir, kv_cache_memory=256 * KV_BYTES_PER_BLOCK, kv_full_policy="preempt")
+    engine = llm.engine
+    params = SamplingParams(temperature=0, max_tokens=30, ignore_eos=True)
+    for i, prompt in enumerate(prompts(4, 20, seed=6)):
+        engine.add_request(f"low-{i}", prompt, params, priority=3)
+    for _ in range(3):
+        engine.step()
+    engine.add_request("urgent", prompts(1, 100, seed=7)[0], params, priority=-1)
+    first_tokens_seen = False
+    while not first_tokens_seen:
+        plan = engine.scheduler.schedule()
+        assert {seq.request.priority for seq, _ in plan.scheduled} == {-1}
+        urgent = plan.scheduled[0][0]
+        result = engine.runner.execute(plan.scheduled, set())
+        for seq, num_new in plan.scheduled:
+            seq.num_computed_tokens += num_new
+        engine._sample(result)
+        first_tokens_seen = urgent.num_output_tokens > 0
+    plan = engine.scheduler.schedule()  # the urgent prompt is done: everyone decodes together again
+    assert {seq.request.priority for seq, _ in plan.scheduled} == {-1, 3}
