@@ -40,6 +40,12 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
         "ones, or reject with 429 (default: queue)",
     )
     group.add_argument(
+        "--max-queue-time",
+        type=float,
+        default=None,
+        help="seconds a request may wait before its first step; longer waits fail with 429 (default: no limit)",
+    )
+    group.add_argument(
         "--no-prefix-cache",
         dest="enable_prefix_caching",
         action="store_false",
@@ -63,6 +69,7 @@ def engine_config_from_args(args: argparse.Namespace):  # type: ignore[no-untype
         seed=args.seed,
         enable_prefix_caching=args.enable_prefix_caching,
         kv_full_policy=args.kv_full_policy,
+        max_queue_time=args.max_queue_time,
         tenant_weights=getattr(args, "tenant_weights", None) or {},
     )
 

@@ -37,6 +37,8 @@ class EngineConfig:
     requests preempt less urgent running ones) or 'reject' (CapacityError, HTTP 429)."""
     tenant_weights: dict[str, float] = field(default_factory=dict)
     """Weighted fair share between tenants within a priority level; unlisted tenants weigh 1."""
+    max_queue_time: float | None = None
+    """Seconds a request may wait before it is first scheduled; past that it fails (queue timeout)."""
     pack_weights: bool = True
     """On CPU, pre-pack projection weights into oneDNN's layout (faster matmuls; a tied LM head gets a copy)."""
     enable_prefix_caching: bool = True
@@ -54,6 +56,8 @@ class EngineConfig:
             raise ValueError("memory_utilization must be in (0, 1]")
         if self.kv_cache_memory is not None and self.kv_cache_memory <= 0:
             raise ValueError("kv_cache_memory must be > 0 bytes")
+        if self.max_queue_time is not None and self.max_queue_time <= 0:
+            raise ValueError("max_queue_time must be > 0 seconds")
         if self.kv_full_policy not in KV_FULL_POLICIES:
             raise ValueError(f"kv_full_policy must be one of {', '.join(KV_FULL_POLICIES)}")
         if any(w <= 0 for w in self.tenant_weights.values()):

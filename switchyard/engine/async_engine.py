@@ -60,6 +60,10 @@ class RequestTimeoutError(SwitchyardError):
         super().__init__(f"the request did not finish within {timeout:g} s and was aborted")
 
 
+class QueueTimeoutError(CapacityError):
+    """The request waited longer than the engine's max_queue_time before being scheduled."""
+
+
 class StepHungError(SwitchyardError):
     """An engine step ran past the watchdog's step timeout."""
 
@@ -184,6 +188,8 @@ class RequestStream:
         if item.finished:
             self._done = True
             if item.error is not None:
+                if item.error_code == "queue_timeout":
+                    raise QueueTimeoutError(item.error)
                 raise RequestFailedError(item.error)
             if any(c.finish_reason == FinishReason.ABORT for c in item.outputs):
                 raise RequestAbortedError("the request was aborted before it finished")

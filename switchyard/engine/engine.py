@@ -311,6 +311,8 @@ class LLMEngine:
         """Run one iteration; return outputs of requests that produced tokens, finished, or failed."""
         epoch = self._epoch
         outputs, self._pending = self._pending, []
+        if self.config.max_queue_time is not None:
+            outputs += self._expire_queued(now() - self.config.max_queue_time)
         plan = self.scheduler.schedule()
         self.current_step_requests = {seq.request.request_id for seq, _ in plan.scheduled}
         if plan.is_empty:
@@ -527,8 +529,24 @@ class LLMEngine:
         if seq.request.timing.finished is None and all(s.is_finished for s in seq.request.sequences):
             seq.request.timing.finished = now()
 
-    def _fail(self, request: Request, message: str) -> RequestOutput:
+    def _expire_queued(self, arrived_before: float) -> list[RequestOutput]:
+        """Fail requests still waiting for their first step that arrived before the cutoff."""
+        expired = {
+            seq.request.request_id: seq.request
+            for seq in self.scheduler.waiting
+            if seq.request.timing.first_scheduled is None and seq.request.timing.arrival < arrived_before
+        }
+        limit = self.config.max_queue_time
+        return [
+            self._fail(
+                request, f"the request waited more than {limit:g} s in the queue", code="queue_timeout"
+            )
+            for request in expired.values()
+        ]
+
+    def _fail(self, request: Request, message: str, code: str = "internal") -> RequestOutput:
         request.error = message
+        request.error_code = code
         for seq in request.sequences:
             if not seq.is_finished:
                 self._finish(seq, FinishReason.ERROR)
@@ -573,6 +591,7 @@ class LLMEngine:
             prompt_logprobs=request.prompt_logprobs,
             tenant=request.tenant,
             priority=request.priority,
+            error_code=request.error_code,
             metrics=RequestMetrics(
                 timing.arrival, timing.first_scheduled, timing.first_token, timing.finished
             ),

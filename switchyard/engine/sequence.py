@@ -125,6 +125,7 @@ class Request:
     error: str | None = None
     num_hangs: int = 0
     """Engine steps this request was in that a watchdog found hung."""
+    error_code: str | None = None
 
     @property
     def num_prompt_tokens(self) -> int:
@@ -198,6 +199,8 @@ class RequestOutput:
     error: str | None = None
     tenant: str | None = None
     priority: int = 0
+    error_code: str | None = None
+    """Machine-readable kind of `error` ('queue_timeout', 'internal'), for the server's status mapping."""
 
 
 def now() -> float:

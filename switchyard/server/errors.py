@@ -20,6 +20,7 @@ from starlette.exceptions import HTTPException
 from switchyard.engine.async_engine import (
     EngineDeadError,
     QueueFullError,
+    QueueTimeoutError,
     RequestAbortedError,
     RequestFailedError,
     RequestTimeoutError,
@@ -88,6 +89,8 @@ def describe(exc: BaseException) -> ErrorInfo:
             code="queue_full",
             headers={"Retry-After": str(math.ceil(exc.retry_after))},
         )
+    if isinstance(exc, QueueTimeoutError):
+        return ErrorInfo(429, "rate_limit_error", str(exc), code="queue_timeout")
     if isinstance(exc, CapacityError):
         headers = {"Retry-After": str(math.ceil(exc.retry_after))} if exc.retry_after is not None else {}
         return ErrorInfo(429, "rate_limit_error", str(exc), code="kv_cache_full", headers=headers)

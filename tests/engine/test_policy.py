@@ -161,3 +161,22 @@ def test_urgent_prefill_step_excludes_less_urgent_work(tiny_model_dir: Path) -> 
         first_tokens_seen = urgent.num_output_tokens > 0
     plan = engine.scheduler.schedule()  # the urgent prompt is done: everyone decodes together again
     assert {seq.request.priority for seq, _ in plan.scheduled} == {-1, 3}
+
+
+def test_requests_waiting_past_max_queue_time_fail_with_a_queue_timeout(tiny_model_dir: Path) -> None:
+    import time
+
+    llm = make_llm(
+        tiny_model_dir, kv_cache_memory=64 * KV_BYTES_PER_BLOCK, max_num_seqs=1, max_queue_time=0.05
+    )
+    engine = llm.engine
+    params = SamplingParams(temperature=0, max_tokens=30, ignore_eos=True)
+    engine.add_request("running", [5, 6, 7], params)
+    engine.step()
+    engine.add_request("queued", [8, 9], params)
+    time.sleep(0.1)
+    outputs = {o.request_id: o for o in engine.step()}
+    failed = outputs["queued"]
+    assert failed.finished and failed.error_code == "queue_timeout" and "queue" in (failed.error or "")
+    done = run_until_done(engine)
+    assert len(done["running"]) == 30  # the request already running is not affected
