@@ -32,12 +32,17 @@ from shapes import SMALL, build_qwen2
 
 from switchyard import LLM, SamplingParams
 
-ENGINE_ARGS = ["--dtype", "bfloat16", "--max-model-len", "1024", "--kv-cache-memory", str(1 << 30)]
+ENGINE_ARGS = ["--served-model-name", "bench", "--dtype", "bfloat16", "--max-model-len", "1024", "--kv-cache-memory", str(1 << 30)]
+
+
+# The small shape with the test tokenizer's 320-token vocabulary, so every generated id decodes to text and
+# streamed chunks match tokens one to one.
+SHAPE = {**SMALL, "vocab_size": 320}
 
 
 def random_ids(count: int, length: int, seed: int) -> list[list[int]]:
     generator = torch.Generator().manual_seed(seed)
-    return torch.randint(100, SMALL["vocab_size"] - 100, (count, length), generator=generator).tolist()
+    return torch.randint(3, SHAPE["vocab_size"], (count, length), generator=generator).tolist()
 
 
 def offline(folder: Path, prompts: list[list[int]], max_tokens: int) -> dict[str, float]:
@@ -95,13 +100,13 @@ async def stream_one(
     try:
         stream = await client.completions.create(
             model="bench", prompt=prompt, max_tokens=max_tokens, temperature=0, stream=True,
-            extra_body={"ignore_eos": True},
+            stream_options={"include_usage": True}, extra_body={"ignore_eos": True},
         )  # fmt: skip
         async for chunk in stream:
-            if chunk.choices and chunk.choices[0].text is not None:
-                if first is None:
-                    first = time.perf_counter()
-                tokens += 1
+            if first is None and chunk.choices and chunk.choices[0].text:
+                first = time.perf_counter()
+            if chunk.usage is not None:
+                tokens = chunk.usage.completion_tokens
     except openai.APIError as exc:
         return float("nan"), tokens, type(exc).__name__
     return (first or time.perf_counter()) - start, tokens, ""
@@ -138,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/switchyard-bench"))
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
-    folder = build_qwen2(args.workdir / "small-with-tokenizer", SMALL)
+    folder = build_qwen2(args.workdir / "small-320-with-tokenizer", SHAPE)
     if not (folder / "tokenizer.json").is_file():
         sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
         from tokenizer_factory import build_tokenizer
