@@ -32,7 +32,16 @@ from shapes import SMALL, build_qwen2
 
 from switchyard import LLM, SamplingParams
 
-ENGINE_ARGS = ["--served-model-name", "bench", "--dtype", "bfloat16", "--max-model-len", "1024", "--kv-cache-memory", str(1 << 30)]
+ENGINE_ARGS = [
+    "--served-model-name",
+    "bench",
+    "--dtype",
+    "bfloat16",
+    "--max-model-len",
+    "1024",
+    "--kv-cache-memory",
+    str(1 << 30),
+]
 
 
 # The small shape with the test tokenizer's 320-token vocabulary, so every generated id decodes to text and

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from fastapi import Request
 from fastapi.responses import Response
 
-from switchyard.engine.async_engine import RequestStream
+from switchyard.engine.async_engine import RequestStream, RequestTimeoutError
 from switchyard.engine.sequence import CompletionOutput, RequestOutput, TokenLogprob
 from switchyard.errors import InvalidRequestError
 from switchyard.models.tokenizer import render_chat
@@ -103,14 +103,21 @@ class _ChatReply:
         finished: set[int] = set()
         final: RequestOutput | None = None
         async with stream:
-            async for output in stream:
-                final = output
-                for completion in output.outputs:
-                    if completion.index not in finished:
-                        for chunk in self._choice_chunks(completion):
-                            yield chunk
-                    if completion.finish_reason is not None:
-                        finished.add(completion.index)
+            try:
+                async for output in stream:
+                    final = output
+                    for completion in output.outputs:
+                        if completion.index not in finished:
+                            for chunk in self._choice_chunks(completion):
+                                yield chunk
+                        if completion.finish_reason is not None:
+                            finished.add(completion.index)
+            except RequestTimeoutError:
+                # Close every open choice with finish_reason "error", then let the error event follow.
+                for index in sorted(set(range(n)) - finished):
+                    end = ChatChunkChoice(index=index, delta=ChatDelta(), finish_reason="error")
+                    yield self._chunk([end])
+                raise
         if include_usage and final is not None:
             yield self._chunk([], usage=Usage.of([final]))
 

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from fastapi import Request
 from fastapi.responses import Response
 
-from switchyard.engine.async_engine import RequestStream
+from switchyard.engine.async_engine import RequestStream, RequestTimeoutError
 from switchyard.engine.sequence import CompletionOutput, RequestOutput, TokenLogprob
 from switchyard.server.protocol import (
     MIN_LOGPROB,
@@ -99,21 +99,27 @@ class _CompletionReply:
         finals: list[RequestOutput | None] = [None] * len(streams)
         finished: set[int] = set()
         text_offsets: dict[int, int] = {}
-        async for prompt_index, output in merge_streams(streams):
-            finals[prompt_index] = output
-            for completion in output.outputs:
-                index = prompt_index * self.n + completion.index
-                if index in finished:
-                    continue  # later outputs of its request only repeat that this choice ended
-                if completion.finish_reason is not None:
-                    finished.add(index)
-                choice = self._delta_choice(index, completion, text_offsets.get(index, 0))
-                if choice is None:
-                    continue
-                if choice.logprobs is not None:
-                    logprobs = choice.logprobs
-                    text_offsets[index] = logprobs.text_offset[-1] + len(logprobs.tokens[-1])
-                yield self._chunk([choice])
+        try:
+            async for prompt_index, output in merge_streams(streams):
+                finals[prompt_index] = output
+                for completion in output.outputs:
+                    index = prompt_index * self.n + completion.index
+                    if index in finished:
+                        continue  # later outputs of its request only repeat that this choice ended
+                    if completion.finish_reason is not None:
+                        finished.add(index)
+                    choice = self._delta_choice(index, completion, text_offsets.get(index, 0))
+                    if choice is None:
+                        continue
+                    if choice.logprobs is not None:
+                        logprobs = choice.logprobs
+                        text_offsets[index] = logprobs.text_offset[-1] + len(logprobs.tokens[-1])
+                    yield self._chunk([choice])
+        except RequestTimeoutError:
+            # Close every open choice with finish_reason "error", then let the error event follow.
+            for index in sorted(set(range(len(streams) * self.n)) - finished):
+                yield self._chunk([CompletionChoice(index=index, text="", finish_reason="error")])
+            raise
         if include_usage:
             yield self._chunk([], usage=Usage.of([f for f in finals if f is not None]))
 

@@ -143,9 +143,11 @@ def test_request_timeout(tiny_model_dir: Path) -> None:
             client.chat.completions.create(model=MODEL, messages=USER, **LONG)
         assert info.value.status_code == 504 and info.value.code == "request_timeout"
         stream = client.chat.completions.create(model=MODEL, messages=USER, stream=True, **LONG)
+        finish_reasons = []
         with pytest.raises(openai.APIError, match="did not finish within"):
-            for _ in stream:
-                pass
+            for chunk in stream:
+                finish_reasons += [c.finish_reason for c in chunk.choices if c.finish_reason]
+        assert finish_reasons == ["error"]  # the open choice is closed with an error finish reason first
         assert running.wait_for_free_blocks() == 0
         short = client.chat.completions.create(model=MODEL, messages=USER, max_tokens=3)
         assert short.choices[0].finish_reason in ("stop", "length")
