@@ -189,9 +189,7 @@ class LLMEngine:
         self._validate(token_ids, params)
         if self.config.kv_full_policy == "reject":
             self._reject_if_kv_full(len(token_ids))
-        max_tokens = (
-            params.max_tokens if params.max_tokens is not None else self.max_model_len - len(token_ids)
-        )
+        max_tokens = self._resolve_max_tokens(len(token_ids), params)
         request = Request(
             request_id=request_id,
             prompt_token_ids=token_ids,
@@ -223,9 +221,7 @@ class LLMEngine:
                 "which must also leave room for at least one generated token",
                 param="prompt",
             )
-        max_tokens = (
-            params.max_tokens if params.max_tokens is not None else self.max_model_len - len(token_ids)
-        )
+        max_tokens = self._resolve_max_tokens(len(token_ids), params)
         total = len(token_ids) + max_tokens
         if total > self.max_model_len:
             raise InvalidRequestError(
@@ -242,6 +238,13 @@ class LLMEngine:
         if params.n > self.scheduler_config.max_num_seqs:
             raise InvalidRequestError(f"n must be <= {self.scheduler_config.max_num_seqs}", param="n")
         check_token_ids(params, vocab)
+
+    def _resolve_max_tokens(self, prompt_len: int, params: SamplingParams) -> int:
+        """max_tokens as asked, or, when unset, as many as the context and the whole KV cache allow."""
+        if params.max_tokens is not None:
+            return params.max_tokens
+        capacity = self.block_manager.num_blocks * self.block_manager.block_size
+        return max(1, min(self.max_model_len, capacity) - prompt_len)
 
     def _reject_if_kv_full(self, prompt_len: int) -> None:
         """In reject mode, refuse a request whose prompt would not find blocks behind those already waiting."""

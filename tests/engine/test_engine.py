@@ -198,3 +198,15 @@ def test_chat_applies_template(llm: LLM) -> None:
     )[0]
     rendered = llm.tokenizer.decode(output.prompt_token_ids)
     assert "<|im_start|>user\nHello there<|im_end|>" in rendered and rendered.endswith("assistant\n")
+
+
+def test_unset_max_tokens_fits_a_kv_cache_smaller_than_the_context(tiny_model_dir: Path) -> None:
+    # 8 blocks of 16 = 128 tokens of KV, context 256: without max_tokens a request runs until the cache's end.
+    small = LLM(
+        str(tiny_model_dir), dtype="float32", max_model_len=256, kv_cache_memory=8 * 16 * 2 * 2 * 2 * 16 * 4
+    )
+    output = small.generate([[5, 6, 7, 8]], SamplingParams(temperature=0, max_tokens=None, ignore_eos=True))[
+        0
+    ]
+    assert len(output.outputs[0].token_ids) == 128 - 4
+    assert output.outputs[0].finish_reason == "length"
