@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 import torch
 import transformers
-
 from paged_runner import PagedRunner
 
 from switchyard import LLM, SamplingParams
