@@ -321,6 +321,59 @@ class HFGenerator:
         return self.tokenizer.decode(generated, skip_special_tokens=True)
 
 
+class EngineGenerator:
+    """Greedy replies from the Switchyard engine, all graded turns generated in one continuous batch.
+
+    Graded turns replay the gold history, so every prompt is known before generation starts: `prefetch`
+    renders them all and runs them together; `__call__` then answers from that table (and generates on its own
+    for a prompt it has not seen).
+    """
+
+    def __init__(self, folder: str | Path, max_new_tokens: int = 192) -> None:
+        from switchyard.llm import LLM
+
+        self.llm = LLM(str(folder), dtype="float32", max_model_len=2048, kv_cache_memory=512 << 20)
+        self.max_new_tokens = max_new_tokens
+        self._replies: dict[str, tuple[list[int], list[int], str]] = {}
+        self.transcripts: list[tuple[list[int], list[int]]] = []
+
+    @staticmethod
+    def _key(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
+        return json.dumps([messages, tools], sort_keys=True, ensure_ascii=False)
+
+    def _params(self):  # type: ignore[no-untyped-def]
+        from switchyard.engine.sampling_params import SamplingParams
+
+        return SamplingParams(temperature=0, max_tokens=self.max_new_tokens)
+
+    def prefetch(self, examples: Sequence[Example], progress: bool = False) -> None:
+        from switchyard.models.tokenizer import render_chat
+
+        requests = [
+            (example.messages[:turn], example.tools)
+            for example in examples
+            for turn in _graded_turns(example)
+        ]
+        prompts = [render_chat(self.llm.tokenizer, messages, tools=tools) for messages, tools in requests]
+        outputs = self.llm.generate(prompts, self._params(), use_tqdm=progress)
+        for (messages, tools), prompt, output in zip(requests, prompts, outputs, strict=True):
+            completion = output.outputs[0]
+            self._replies[self._key(messages, tools)] = (prompt, completion.token_ids, completion.text)
+
+    def __call__(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
+        from switchyard.models.tokenizer import render_chat
+
+        found = self._replies.get(self._key(messages, tools))
+        if found is None:
+            prompt = render_chat(self.llm.tokenizer, messages, tools=tools)
+            completion = self.llm.generate([prompt], self._params(), use_tqdm=False)[0].outputs[0]
+            found = (prompt, completion.token_ids, completion.text)
+        prompt, generated, text = found
+        # Like transformers' transcripts, the generated ids end with the finishing EOS when there is one.
+        self.transcripts.append((prompt, list(generated)))
+        return text
+
+
 def draft_agreement(draft_folder: str | Path, transcripts: Sequence[tuple[list[int], list[int]]]) -> float:
     """Fraction of the main model's greedy tokens that the draft also predicts greedily at the same position.
 
@@ -350,10 +403,17 @@ def run_gate(
     seed: int = 0,
     max_new_tokens: int = 192,
     progress: bool = True,
+    backend: str = "switchyard",
 ) -> QualityReport:
-    """Held-out corpus -> main model through transformers -> report, plus the draft's agreement."""
+    """Held-out corpus -> main model (Switchyard's engine, or transformers) -> report, plus the draft's
+    agreement."""
     examples = generate_corpus(heldout_config(size=num_examples, seed=seed))
-    generator = HFGenerator(resolve_model(model), max_new_tokens=max_new_tokens)
+    generator: EngineGenerator | HFGenerator
+    if backend == "switchyard":
+        generator = EngineGenerator(resolve_model(model), max_new_tokens=max_new_tokens)
+        generator.prefetch(examples, progress=progress)
+    else:
+        generator = HFGenerator(resolve_model(model), max_new_tokens=max_new_tokens)
     report = evaluate(generator, examples, progress=progress)
     if draft is not None:
         report.draft_agreement = draft_agreement(resolve_model(draft), generator.transcripts)
@@ -385,6 +445,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--max-new-tokens", type=int, default=192, help="generation limit per reply")
     parser.add_argument("--json", type=Path, help="also write the full report (with failures) to this file")
+    parser.add_argument(
+        "--backend",
+        choices=("switchyard", "hf"),
+        default="switchyard",
+        help="generate with Switchyard's engine (batched) or transformers' generate (default: %(default)s)",
+    )
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice, all cores)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
@@ -403,6 +469,7 @@ def main(argv: list[str] | None = None) -> int:
         seed=args.seed,
         max_new_tokens=args.max_new_tokens,
         progress=not args.no_progress,
+        backend=args.backend,
     )
     print(report.format_table())
     if args.json:

@@ -8,6 +8,7 @@ from switchyard.bundled.chat_format import format_tool_call
 from switchyard.bundled.corpus import generate_corpus, heldout_config
 from switchyard.bundled.example import Check, CheckKind, Example
 from switchyard.bundled.quality import (
+    EngineGenerator,
     HFGenerator,
     MalformedToolCall,
     draft_agreement,
@@ -158,6 +159,19 @@ def test_hf_generator_and_draft_agreement_on_tiny_models(bundled_trained) -> Non
     assert same == 1.0, "the main model agrees with itself"
     agreement = draft_agreement(folder / "switchyard-chat-draft", generator.transcripts)
     assert 0.0 <= agreement <= 1.0
+
+
+def test_engine_generator_matches_transformers_greedy(bundled_trained) -> None:
+    """The batched Switchyard generator gives the same greedy replies as transformers, turn for turn."""
+    folder, _ = bundled_trained
+    examples = generate_corpus(heldout_config(size=3, seed=0))
+    engine = EngineGenerator(folder / "switchyard-chat", max_new_tokens=6)
+    engine.prefetch(examples)
+    hf = HFGenerator(folder / "switchyard-chat", max_new_tokens=6)
+    ours, theirs = evaluate(engine, examples), evaluate(hf, examples)
+    assert [g for _, g in engine.transcripts] == [g for _, g in hf.transcripts]
+    assert [p for p, _ in engine.transcripts] == [p for p, _ in hf.transcripts]
+    assert ours.to_dict()["metrics"] == theirs.to_dict()["metrics"]
 
 
 def test_eval_cli_reports_and_exits_nonzero_when_the_gate_fails(bundled_trained, tmp_path, capsys) -> None:
