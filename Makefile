@@ -41,5 +41,11 @@ format: $(VENV)/.installed-dev
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
+# The benchmarks of benchmarks/RESULTS.md (several minutes each on a laptop-class CPU).
+bench: $(VENV)/.installed-dev
+	$(BIN)/python benchmarks/offline_throughput.py $(ARGS)
+	$(BIN)/python benchmarks/scheduling.py
+	$(BIN)/python benchmarks/server_overhead.py
+
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache
