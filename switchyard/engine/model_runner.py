@@ -19,7 +19,7 @@ from switchyard.models.llama import KVCaches, LlamaForCausalLM
 
 @dataclass
 class ForwardResult:
-    """Logits of one step. `sample_rows[i]` is the logits row of `sampled_seqs[i]`."""
+    """Logits of one step: row i of `logits` is the next-token distribution of `sampled_seqs[i]`."""
 
     sampled_seqs: list[Sequence]
     logits: torch.Tensor
