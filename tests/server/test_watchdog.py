@@ -11,6 +11,7 @@ import pytest
 from switchyard.config import EngineConfig
 from switchyard.engine.async_engine import AsyncLLMEngine, RequestFailedError
 from switchyard.engine.engine import LLMEngine
+from switchyard.engine.model_runner import ModelRunner
 from switchyard.engine.sampling_params import SamplingParams
 
 GREEDY = SamplingParams(temperature=0, max_tokens=24, ignore_eos=True)
@@ -83,9 +84,23 @@ def test_hung_step_is_recovered_and_streams_continue_without_repeats(tiny_model_
     assert results["late"] == expected["0"]
 
 
-def test_a_request_in_two_hung_steps_is_failed_with_a_clear_error(tiny_model_dir: Path) -> None:
+def test_a_request_in_two_hung_steps_is_failed_with_a_clear_error(
+    tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     llm_engine = make_engine(tiny_model_dir)
     release = threading.Event()
+    hangs_left = [0]
+    original_forward = ModelRunner.forward
+
+    def forward(runner: ModelRunner, inputs):  # type: ignore[no-untyped-def]
+        # Patched on the class, so the runner rebuilt after the first hang hangs on its first step too;
+        # arming it only after the rebuild would race the rebuilt engine finishing the request.
+        if hangs_left[0] > 0:
+            hangs_left[0] -= 1
+            release.wait(timeout=30)
+        return original_forward(runner, inputs)
+
+    monkeypatch.setattr(ModelRunner, "forward", forward)
 
     async def main() -> None:
         engine = AsyncLLMEngine(llm_engine, step_timeout=2.0)
@@ -94,10 +109,7 @@ def test_a_request_in_two_hung_steps_is_failed_with_a_clear_error(tiny_model_dir
             task = asyncio.create_task(collect(engine, "poison", PROMPTS[0]))
             while llm_engine.num_generated_tokens < 2:
                 await asyncio.sleep(0.01)
-            hang_next_forward(llm_engine, release)
-            while llm_engine.num_hung_steps < 1:
-                await asyncio.sleep(0.01)
-            hang_next_forward(llm_engine, release)  # the rebuilt runner hangs too, on the same request
+            hangs_left[0] = 2
             with pytest.raises(RequestFailedError, match="hung"):
                 await task
             assert engine.is_alive
