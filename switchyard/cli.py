@@ -7,6 +7,9 @@ import logging
 import sys
 from collections.abc import Sequence
 
+TOOL_CALL_FORMATS = ("hermes", "llama3_json")
+"""switchyard.tool_calling's registered formats (listed here so `--help` need not import the engine; tested)."""
+
 
 def add_engine_args(parser: argparse.ArgumentParser) -> None:
     """Engine flags shared by every command that loads a model (names follow vLLM's)."""
@@ -46,6 +49,12 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
         help="seconds a request may wait before its first step; longer waits fail with 429 (default: no limit)",
     )
     group.add_argument(
+        "--structured-outputs-backend",
+        choices=("xgrammar", "llguidance"),
+        default="xgrammar",
+        help="grammar library for JSON schemas, regexes, choices, grammars and tool calls (default: xgrammar)",
+    )
+    group.add_argument(
         "--no-prefix-cache",
         dest="enable_prefix_caching",
         action="store_false",
@@ -71,6 +80,7 @@ def engine_config_from_args(args: argparse.Namespace):  # type: ignore[no-untype
         kv_full_policy=args.kv_full_policy,
         max_queue_time=args.max_queue_time,
         tenant_weights=getattr(args, "tenant_weights", None) or {},
+        structured_outputs_backend=args.structured_outputs_backend,
     )
 
 
@@ -107,6 +117,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         tenant_keys=tenants.keys,
         request_timeout=args.request_timeout,
         shutdown_grace=args.shutdown_grace,
+        tool_call_parser=args.tool_call_parser,
     )
     server = build_server(
         engine_config_from_args(args),
@@ -195,6 +206,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=30.0,
         help="seconds in-flight requests get to finish after SIGTERM before they are aborted",
+    )
+    serve.add_argument(
+        "--tool-call-parser",
+        choices=TOOL_CALL_FORMATS,
+        default=None,
+        help="how the model writes tool calls (default: detected from its chat template, else hermes)",
     )
     add_engine_args(serve)
     serve.set_defaults(func=cmd_serve)

@@ -43,6 +43,8 @@ class EngineConfig:
     """On CPU, pre-pack projection weights into oneDNN's layout (faster matmuls; a tied LM head gets a copy)."""
     enable_prefix_caching: bool = True
     """Reuse the KV blocks of shared prompt prefixes across requests."""
+    structured_outputs_backend: str = "xgrammar"
+    """Grammar library for structured outputs: xgrammar, or llguidance when installed."""
     seed: int = 0
     """Seed of the random stream shared by requests that bring no seed of their own."""
     skip_tokenizer: bool = False

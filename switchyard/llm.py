@@ -44,12 +44,16 @@ class LLM:
     ) -> list[RequestOutput]:
         """Generate for each prompt (text or token ids); outputs come back in the prompts' order.
 
-        A bad prompt or parameter raises InvalidRequestError before any work starts.
+        A bad prompt, parameter or grammar raises InvalidRequestError before any work starts.
         """
         batch = _as_prompt_list(prompts)
         params = _as_params_list(sampling_params, len(batch))
         ids = [f"offline-{next(self._ids)}" for _ in batch]
         added: list[str] = []
+        for spec in {
+            p.structured_outputs.cache_key(): p.structured_outputs for p in params if p.structured_outputs
+        }.values():
+            self.engine.structured_outputs.compile(spec)  # a bad grammar raises here, before any work
         try:
             for request_id, prompt, p in zip(ids, batch, params, strict=True):
                 self.engine.add_request(request_id, prompt, p)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
 SPECIAL_TOKENS: tuple[str, ...] = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
@@ -18,22 +18,27 @@ SPECIAL_TOKENS: tuple[str, ...] = ("<|endoftext|>", "<|im_start|>", "<|im_end|>"
 EOS_TOKEN = "<|im_end|>"
 PAD_TOKEN = "<|endoftext|>"
 
-# ChatML-like: every message is `<|im_start|>{role}\n{content}<|im_end|>\n`; tools are listed in a leading
-# `tools` block (one JSON schema per line), assistant tool calls are `<tool_call>{json}</tool_call>` lines and
-# tool results carry their call id after the role.
+TOOL_TAGS: tuple[str, ...] = ("<tool_call>", "</tool_call>")
+"""Added (non-special) tokens, as in Qwen2.5: one token each, and still part of the decoded text."""
+
+# ChatML with Hermes/Qwen2.5-style tools: the tools' JSON schemas go in a system block, a call is
+# `<tool_call>\n{"name": ..., "arguments": ...}\n</tool_call>` and a tool result is a `tool` message.
 CHAT_TEMPLATE = (
     # transformers renders with trim_blocks, which eats a newline right after a block tag, so newlines that
     # follow a tag are written as {{ '\\n' }}.
-    "{% if tools %}<|im_start|>tools{{ '\\n' }}"
+    "{% if tools %}<|im_start|>system{{ '\\n' }}<tools>{{ '\\n' }}"
     "{% for tool in tools %}{{ tool | tojson }}{{ '\\n' }}{% endfor %}"
-    "<|im_end|>{{ '\\n' }}{% endif %}"
+    "</tools><|im_end|>{{ '\\n' }}{% endif %}"
     "{% for message in messages %}"
     "<|im_start|>{{ message['role'] }}"
     "{% if message['role'] == 'tool' and message['tool_call_id'] %} {{ message['tool_call_id'] }}{% endif %}"
     "{{ '\\n' }}{% if message['content'] %}{{ message['content'] }}{% endif %}"
     "{% if message['tool_calls'] %}{% for call in message['tool_calls'] %}"
     "{% if message['content'] or not loop.first %}{{ '\\n' }}{% endif %}"
-    "<tool_call>{{ call['function'] | tojson }}</tool_call>"
+    "{% set function = call['function'] if call['function'] is defined else call %}"
+    '<tool_call>{{ \'\\n\' }}{"name": "{{ function[\'name\'] }}", "arguments": '
+    "{% if function['arguments'] is string %}{{ function['arguments'] }}"
+    "{% else %}{{ function['arguments'] | tojson }}{% endif %}}{{ '\\n' }}</tool_call>"
     "{% endfor %}{% endif %}<|im_end|>{{ '\\n' }}"
     "{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant{{ '\\n' }}{% endif %}"
@@ -57,19 +62,20 @@ def build_tokenizer(folder: Path, vocab_size: int = 320) -> PreTrainedTokenizerF
     Saves tokenizer.json and tokenizer_config.json (chat template, eos "<|im_end|>", pad "<|endoftext|>").
     `vocab_size` must leave room for the 256 byte tokens and the 3 special tokens.
     """
-    minimum = 256 + len(SPECIAL_TOKENS)
+    minimum = 256 + len(SPECIAL_TOKENS) + len(TOOL_TAGS)
     if vocab_size < minimum:
         raise ValueError(f"vocab_size must be >= {minimum} (256 bytes + special tokens), got {vocab_size}")
     backend = Tokenizer(models.BPE())
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     backend.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
+        vocab_size=vocab_size - len(TOOL_TAGS),
         special_tokens=list(SPECIAL_TOKENS),
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
     backend.train_from_iterator(list(TRAINING_TEXT) * 4, trainer=trainer)
+    backend.add_tokens([AddedToken(tag, special=False, normalized=False) for tag in TOOL_TAGS])
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=backend,
         eos_token=EOS_TOKEN,

@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 from switchyard.engine.engine import EngineStats, LLMEngine
 from switchyard.engine.sampling_params import SamplingParams
 from switchyard.engine.sequence import FinishReason, RequestOutput, now
+from switchyard.engine.structured import StructuredOutputsParams
 from switchyard.errors import CapacityError, InvalidRequestError, SwitchyardError
 from switchyard.models.tokenizer import GenerationDefaults
 
@@ -329,6 +330,15 @@ class AsyncLLMEngine:
                 if replaced and not (task is not None and task.cancelling()):
                     continue
                 raise
+
+    async def compile_grammar(self, spec: StructuredOutputsParams) -> None:
+        """Compile a request's grammar on the grammar pool (cached by content), off the loop and the steps.
+
+        Raises InvalidRequestError for a grammar that does not compile, so the server can answer 400 before
+        admitting the request; the engine then finds the grammar cached.
+        """
+        manager = await self.run_in_engine_thread(lambda: self.engine.structured_outputs)
+        await asyncio.wrap_future(manager.submit(spec))
 
     # --------------------------------------------------------------- requests
     async def add_request(

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import itertools
 import logging
+from concurrent.futures import FIRST_COMPLETED, Future
+from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,6 +44,12 @@ from switchyard.engine.sequence import (
     SequenceStatus,
     TokenLogprob,
     now,
+)
+from switchyard.engine.structured import (
+    CompiledGrammar,
+    GrammarMatcher,
+    StructuredOutputManager,
+    create_backend,
 )
 from switchyard.errors import CapacityError, InvalidRequestError
 from switchyard.models.config import ModelArchConfig
@@ -132,6 +140,9 @@ class LLMEngine:
         self.num_hung_steps = 0
         self.num_generated_tokens = 0
         self.num_prompt_tokens = 0
+        self._structured: StructuredOutputManager | None = None
+        self._awaiting_grammar: dict[str, tuple[Request, Future[CompiledGrammar]]] = {}
+        """Requests whose grammar is compiling; they enter the scheduler when it is ready."""
 
     # ----------------------------------------------------------------- set-up
     def _size_kv_cache(self, weights: int, rss_before: int) -> KVCacheBudget:
@@ -163,6 +174,23 @@ class LLMEngine:
             memory_utilization=self.config.memory_utilization,
             available_after_profile=available_bytes(self.device),
         )
+
+    @property
+    def structured_outputs(self) -> StructuredOutputManager:
+        """The grammar backend and compiled-grammar cache, created on first use (it indexes the vocabulary)."""
+        if self._structured is None:
+            if self.tokenizer is None:
+                raise InvalidRequestError(
+                    "structured outputs need a tokenizer; this engine has none", param="structured_outputs"
+                )
+            backend = create_backend(
+                self.config.structured_outputs_backend,
+                self.tokenizer,
+                self.model_config.vocab_size,
+                self.eos_token_ids,
+            )
+            self._structured = StructuredOutputManager(backend)
+        return self._structured
 
     # --------------------------------------------------------------- requests
     def tokenize(self, prompt: str) -> list[int]:
@@ -203,11 +231,20 @@ class LLMEngine:
         )
         if params.prompt_logprobs is not None:
             request.prompt_logprobs = [None] * len(token_ids)
+        future = None
+        if params.structured_outputs is not None:
+            future = self.structured_outputs.submit(params.structured_outputs)
+            if future.done():
+                request.compiled_grammar = future.result()  # raises InvalidRequestError for a bad grammar
         seq = self._new_sequence(request, 0, list(token_ids))
         request.sequences.append(seq)
         self.requests[request_id] = request
         self.num_prompt_tokens += len(token_ids)
-        self.scheduler.add(seq)
+        if future is not None and request.compiled_grammar is None:
+            seq.status = SequenceStatus.AWAITING_GRAMMAR
+            self._awaiting_grammar[request_id] = (request, future)
+        else:
+            self.scheduler.add(seq)
 
     def _validate(self, token_ids: list[int], params: SamplingParams) -> None:
         if not token_ids:
@@ -276,13 +313,37 @@ class LLMEngine:
             token_ids=token_ids,
             generator=generator,
             detokenizer=detokenizer,
+            grammar=self._new_matcher(request),
         )
+
+    def _new_matcher(self, request: Request) -> GrammarMatcher | None:
+        if request.compiled_grammar is None:
+            return None
+        return self.structured_outputs.new_matcher(request.compiled_grammar)
+
+    def _admit_compiled(self) -> list[RequestOutput]:
+        """Move requests whose grammar finished compiling into the scheduler; fail those that did not compile."""
+        outputs: list[RequestOutput] = []
+        for request_id, (request, future) in list(self._awaiting_grammar.items()):
+            if not future.done():
+                continue
+            del self._awaiting_grammar[request_id]
+            try:
+                request.compiled_grammar = future.result()
+            except Exception as exc:
+                outputs.append(self._fail(request, str(exc), code="invalid_grammar"))
+                continue
+            for seq in request.sequences:
+                seq.grammar = self._new_matcher(request)
+                self.scheduler.add(seq)
+        return outputs
 
     def abort_request(self, request_id: str) -> None:
         """Stop a request now and free its blocks; its final output comes from the next step()."""
         request = self.requests.get(request_id)
         if request is None:
             return
+        self._awaiting_grammar.pop(request_id, None)
         for seq in request.sequences:
             if not seq.is_finished:
                 self._finish(seq, FinishReason.ABORT)
@@ -316,8 +377,15 @@ class LLMEngine:
         outputs, self._pending = self._pending, []
         if self.config.max_queue_time is not None:
             outputs += self._expire_queued(now() - self.config.max_queue_time)
+        if self._awaiting_grammar:
+            outputs += self._admit_compiled()
         plan = self.scheduler.schedule()
         self.current_step_requests = {seq.request.request_id for seq, _ in plan.scheduled}
+        if plan.is_empty and self._awaiting_grammar and not outputs:
+            # Nothing to run but grammars compiling: wait for one briefly instead of spinning.
+            pending = [future for _, future in self._awaiting_grammar.values()]
+            wait_futures(pending, timeout=0.05, return_when=FIRST_COMPLETED)
+            return self._admit_compiled()
         if plan.is_empty:
             stalled = self.scheduler.waiting.peek() if not self.scheduler.running else None
             if stalled is not None:
@@ -378,6 +446,8 @@ class LLMEngine:
         logits = result.logits
         if len(row_logits) != logits.shape[0] or row_logits != list(range(len(row_logits))):
             logits = logits[torch.tensor(row_logits, device=logits.device)]
+        if self._structured is not None and any(seq.grammar is not None for seq in rows):
+            self._structured.mask_logits(logits, [seq.grammar for seq in rows])
         batch = SamplingBatch.build(
             [
                 SamplingRow(
@@ -426,6 +496,10 @@ class LLMEngine:
         if seq.is_finished:
             return
         params = seq.request.params
+        if seq.grammar is not None and not seq.grammar.accept_token(token):
+            if self._structured is not None:
+                self._structured.stats.rejected_tokens += 1
+            raise RuntimeError(f"sampled token {token} violates the request's grammar")
         seq.token_ids.append(token)
         self.num_generated_tokens += 1
         if params.logprobs is not None:
@@ -444,6 +518,9 @@ class LLMEngine:
             return
         if past_min and token in params.stop_token_ids:
             self._finish(seq, FinishReason.STOP, token)
+            return
+        if seq.grammar is not None and seq.grammar.is_terminated():
+            self._finish(seq, FinishReason.STOP)  # the grammar is complete: only its stop token was allowed
             return
         if seq.detokenizer is not None:
             stop_string = seq.detokenizer.add_tokens([token]).stop_string
@@ -499,6 +576,8 @@ class LLMEngine:
         self.scheduler = Scheduler(self.scheduler_config, self.block_manager, self.policy)
         outputs: list[RequestOutput] = []
         for request in sorted(self.requests.values(), key=lambda r: r.timing.arrival):
+            if request.request_id in self._awaiting_grammar:
+                continue  # never scheduled: nothing of it was in the hung step
             for seq in request.sequences:
                 seq.block_table, seq.prefix_node, seq.num_cached_blocks = [], None, 0
                 seq.num_computed_tokens = 0
@@ -521,7 +600,7 @@ class LLMEngine:
 
     # --------------------------------------------------------------- finishing
     def _finish(self, seq: Sequence, reason: FinishReason, stop_reason: str | int | None = None) -> None:
-        if seq.status is not SequenceStatus.FINISHED:
+        if seq.status in (SequenceStatus.WAITING, SequenceStatus.RUNNING):
             self.scheduler.remove(seq)
         seq.status = SequenceStatus.FINISHED
         seq.finish_reason = reason

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from switchyard.engine.structured import StructuredOutputsParams
 from switchyard.errors import InvalidRequestError
 
 
@@ -37,6 +38,8 @@ class SamplingParams:
     prompt_logprobs: int | None = None
     skip_special_tokens: bool = True
     include_stop_str_in_output: bool = False
+    structured_outputs: StructuredOutputsParams | None = None
+    """Constrain the output to a JSON schema, regex, choice, grammar or tool-call structure."""
 
     def __post_init__(self) -> None:
         if isinstance(self.stop, str):

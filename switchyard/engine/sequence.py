@@ -14,9 +14,12 @@ from switchyard.engine.sampling_params import SamplingParams
 if TYPE_CHECKING:
     from switchyard.engine.detokenizer import IncrementalDetokenizer
     from switchyard.engine.prefix_cache import PrefixNode
+    from switchyard.engine.structured import CompiledGrammar, GrammarMatcher
 
 
 class SequenceStatus(enum.Enum):
+    AWAITING_GRAMMAR = "awaiting_grammar"
+    """Held outside the scheduler until the request's grammar has compiled."""
     WAITING = "waiting"
     RUNNING = "running"
     FINISHED = "finished"
@@ -78,6 +81,8 @@ class Sequence:
     num_emitted_tokens: int = 0
     """Output tokens already handed to the caller in a RequestOutput (for deltas)."""
     num_emitted_chars: int = 0
+    grammar: GrammarMatcher | None = None
+    """The structured-output matcher, advanced with every accepted output token (None: unconstrained)."""
 
     @property
     def num_prompt_tokens(self) -> int:
@@ -126,6 +131,8 @@ class Request:
     num_hangs: int = 0
     """Engine steps this request was in that a watchdog found hung."""
     error_code: str | None = None
+    compiled_grammar: CompiledGrammar | None = None
+    """Set once params.structured_outputs has compiled; every sequence gets a matcher of it."""
 
     @property
     def num_prompt_tokens(self) -> int:

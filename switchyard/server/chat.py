@@ -3,6 +3,10 @@
 A stream sends, per choice, a first chunk with `delta.role = "assistant"`, then content deltas, then a chunk
 with an empty delta and the finish_reason; with `stream_options.include_usage` a last chunk with no choices
 carries the usage; `data: [DONE]` ends it.
+
+With tools (and tool_choice other than "none") decoding is constrained to the model's tool-call format (see
+switchyard.tool_calling) and the reply is parsed as it streams: content goes out as `delta.content`, a call as
+`delta.tool_calls` pieces (id and name first, then argument text), and finish_reason is "tool_calls".
 """
 
 from __future__ import annotations
@@ -28,11 +32,24 @@ from switchyard.server.protocol import (
     ChatLogprobs,
     ChatResponseMessage,
     ChatTokenLogprob,
+    DeltaFunctionCall,
+    DeltaToolCall,
+    FunctionCall,
+    ToolCall,
     TopLogprob,
     Usage,
 )
+from switchyard.server.response_format import structured_outputs_of
 from switchyard.server.state import ServerState, TokenTexts, new_id, tenant_of
 from switchyard.server.streaming import event_stream_response, until_disconnected
+from switchyard.tool_calling import (
+    ToolCallFormat,
+    ToolCallParser,
+    parse_tool_choice,
+    parse_tools,
+    tool_call_structure,
+)
+from switchyard.tool_calling.format import CallStarted, ContentDelta, ParserEvent
 
 
 async def create_chat_completion(
@@ -40,13 +57,26 @@ async def create_chat_completion(
 ) -> ChatCompletionResponse | Response:
     state.check_accepting()
     model = state.resolve_model(body.model)
-    body.check_unsupported()
     engine = state.engine
     params = body.build_sampling_params(
         engine.generation_defaults, body.resolved_max_tokens(), body.resolved_logprobs()
     )
     if engine.tokenizer is None:
         raise InvalidRequestError("this model has no tokenizer, so it cannot chat", param="messages")
+    tools = parse_tools(body.tools)
+    choice = parse_tool_choice(body.tool_choice, tools)
+    tool_format = state.tool_format if choice.mode != "none" else None
+    constraint = structured_outputs_of(body.response_format, body.structured_outputs, body.guided_fields())
+    if tool_format is not None:
+        if constraint is not None:
+            raise InvalidRequestError(
+                f"{constraint.param} cannot be combined with tool calls; set tool_choice to 'none'",
+                param=constraint.param,
+            )
+        constraint = tool_call_structure(tool_format, tools, choice, parallel=body.parallel_tool_calls)
+    if constraint is not None:
+        await engine.compile_grammar(constraint)  # 400 for a bad schema, before anything is queued
+        params.structured_outputs = constraint
     messages = [m.for_template() for m in body.messages]
     # On the engine thread: the tokenizer is the engine's, and this keeps the event loop free.
     prompt = await engine.run_in_engine_thread(render_chat, engine.tokenizer, messages, tools=body.tools)
@@ -54,7 +84,7 @@ async def create_chat_completion(
     stream = await state.admit(
         request_id, prompt, params, priority=body.priority, tenant=tenant_of(http_request, body.user)
     )
-    reply = _ChatReply(request_id, model, int(time.time()), state.token_texts, body.logprobs)
+    reply = _ChatReply(request_id, model, int(time.time()), state.token_texts, body.logprobs, tool_format)
     if body.stream:
         return event_stream_response(reply.chunks(stream, params.n, body.include_usage), [stream])
     async with stream:  # aborts the request if the client left before it finished
@@ -65,13 +95,21 @@ class _ChatReply:
     """Turns one request's engine outputs into a chat completion or its stream of chunks."""
 
     def __init__(
-        self, request_id: str, model: str, created: int, tokens: TokenTexts, want_logprobs: bool
+        self,
+        request_id: str,
+        model: str,
+        created: int,
+        tokens: TokenTexts,
+        want_logprobs: bool,
+        tool_format: ToolCallFormat | None = None,
     ) -> None:
         self.request_id = request_id
         self.model = model
         self.created = created
         self.tokens = tokens
         self.want_logprobs = want_logprobs
+        self.tool_format = tool_format
+        self._parsers: dict[int, ToolCallParser] = {}
 
     async def collect(self, stream: RequestStream) -> ChatCompletionResponse:
         final: RequestOutput | None = None
@@ -79,16 +117,7 @@ class _ChatReply:
             async for output in stream:
                 final = output
         assert final is not None and final.finished
-        choices = [
-            ChatChoice(
-                index=c.index,
-                message=ChatResponseMessage(content=c.text),
-                logprobs=self._logprobs(c.logprobs),
-                finish_reason=c.finish_reason,
-                stop_reason=c.stop_reason,
-            )
-            for c in sorted(final.outputs, key=lambda c: c.index)
-        ]
+        choices = [self._choice(c) for c in sorted(final.outputs, key=lambda c: c.index)]
         return ChatCompletionResponse(
             id=self.request_id,
             created=self.created,
@@ -121,19 +150,50 @@ class _ChatReply:
         if include_usage and final is not None:
             yield self._chunk([], usage=Usage.of([final]))
 
+    def _choice(self, completion: CompletionOutput) -> ChatChoice:
+        message = ChatResponseMessage(content=completion.text)
+        finish_reason = completion.finish_reason
+        if self.tool_format is not None:
+            parsed = self.tool_format.parse(completion.text, truncated=completion.finish_reason == "length")
+            calls = [
+                ToolCall(id=c.id, function=FunctionCall(name=c.name, arguments=c.arguments))
+                for c in parsed.tool_calls
+            ]
+            message = ChatResponseMessage(content=parsed.content, tool_calls=calls or None)
+            finish_reason = _finish_reason(finish_reason, bool(calls))
+        return ChatChoice(
+            index=completion.index,
+            message=message,
+            logprobs=self._logprobs(completion.logprobs),
+            finish_reason=finish_reason,
+            stop_reason=completion.stop_reason,
+        )
+
     def _choice_chunks(self, completion: CompletionOutput) -> list[str]:
         chunks = []
+        index = completion.index
         logprobs = self._logprobs(completion.delta_logprobs) if completion.delta_logprobs else None
-        if completion.delta_text or logprobs is not None:
-            delta = ChatDelta(content=completion.delta_text)
-            chunks.append(
-                self._chunk([ChatChunkChoice(index=completion.index, delta=delta, logprobs=logprobs)])
-            )
+        if self.tool_format is None:
+            if completion.delta_text or logprobs is not None:
+                delta = ChatDelta(content=completion.delta_text)
+                chunks.append(self._chunk([ChatChunkChoice(index=index, delta=delta, logprobs=logprobs)]))
+        else:
+            parser = self._parsers.setdefault(index, self.tool_format.parser())
+            events = parser.feed(completion.delta_text)
+            if completion.finish_reason is not None:
+                events += parser.finish(truncated=completion.finish_reason == "length")
+            deltas = [_delta_of(event) for event in events]
+            if logprobs is not None and not deltas:
+                deltas = [ChatDelta(content="")]
+            for position, delta in enumerate(deltas):
+                attached = logprobs if position == 0 else None
+                chunks.append(self._chunk([ChatChunkChoice(index=index, delta=delta, logprobs=attached)]))
         if completion.finish_reason is not None:
+            has_calls = bool(self._parsers.get(index) and self._parsers[index].calls)
             end = ChatChunkChoice(
-                index=completion.index,
+                index=index,
                 delta=ChatDelta(),
-                finish_reason=completion.finish_reason,
+                finish_reason=_finish_reason(completion.finish_reason, has_calls),
                 stop_reason=completion.stop_reason,
             )
             chunks.append(self._chunk([end]))
@@ -164,3 +224,21 @@ class _ChatReply:
         return TopLogprob(
             token=tokens.text(token_id), logprob=max(logprob, MIN_LOGPROB), bytes=tokens.bytes(token_id)
         )
+
+
+def _finish_reason(reason: str | None, has_calls: bool) -> str | None:
+    """A reply that ended normally after calling tools finishes with "tool_calls", as OpenAI's does."""
+    return "tool_calls" if has_calls and reason == "stop" else reason
+
+
+def _delta_of(event: ParserEvent) -> ChatDelta:
+    if isinstance(event, ContentDelta):
+        return ChatDelta(content=event.text)
+    if isinstance(event, CallStarted):
+        function = DeltaFunctionCall(name=event.name, arguments="")
+        return ChatDelta(
+            tool_calls=[DeltaToolCall(index=event.index, id=event.id, type="function", function=function)]
+        )
+    return ChatDelta(
+        tool_calls=[DeltaToolCall(index=event.index, function=DeltaFunctionCall(arguments=event.text))]
+    )

@@ -23,6 +23,7 @@ from switchyard.server.protocol import (
     CompletionResponse,
     Usage,
 )
+from switchyard.server.response_format import structured_outputs_of
 from switchyard.server.state import ServerState, TokenTexts, new_id, tenant_of
 from switchyard.server.streaming import event_stream_response, merge_streams, until_disconnected
 
@@ -34,6 +35,10 @@ async def create_completion(
     model = state.resolve_model(body.model)
     body.check_unsupported()
     params = body.build_sampling_params(state.engine.generation_defaults, body.max_tokens, body.logprobs)
+    constraint = structured_outputs_of(None, body.structured_outputs, body.guided_fields())
+    if constraint is not None:
+        await state.engine.compile_grammar(constraint)  # 400 for a bad grammar, before anything is queued
+        params.structured_outputs = constraint
     request_id = new_id("cmpl")
     streams: list[RequestStream] = []
     try:

@@ -145,6 +145,20 @@ class _SamplingRequest(_Request):
     stop_token_ids: list[int] | None = None
     skip_special_tokens: bool = True
     include_stop_str_in_output: bool = False
+    structured_outputs: dict[str, Any] | None = None
+    """vLLM's constraint object: one of json, regex, choice, grammar, json_object."""
+    guided_json: dict[str, Any] | str | None = None
+    guided_regex: str | None = None
+    guided_choice: list[str] | None = None
+    guided_grammar: str | None = None
+
+    def guided_fields(self) -> dict[str, Any]:
+        return {
+            "guided_json": self.guided_json,
+            "guided_regex": self.guided_regex,
+            "guided_choice": self.guided_choice,
+            "guided_grammar": self.guided_grammar,
+        }
 
     @property
     def include_usage(self) -> bool:
@@ -196,8 +210,9 @@ class ChatCompletionRequest(_SamplingRequest):
     logprobs: bool = False
     top_logprobs: int | None = None
     tools: list[dict[str, Any]] | None = None
-    """Listed in the prompt through the chat template; calls come back as text for now."""
+    """Rendered by the chat template; calls are constrained to the tools' schemas and parsed."""
     tool_choice: Any = None
+    parallel_tool_calls: bool = True
     response_format: dict[str, Any] | None = None
 
     def resolved_max_tokens(self) -> int | None:
@@ -208,15 +223,6 @@ class ChatCompletionRequest(_SamplingRequest):
         if self.top_logprobs is not None and not self.logprobs:
             raise InvalidRequestError("top_logprobs needs logprobs to be true", param="top_logprobs")
         return (self.top_logprobs or 0) if self.logprobs else None
-
-    def check_unsupported(self) -> None:
-        """Reject what would otherwise be silently ignored and change the answer's meaning."""
-        if self.tool_choice not in (None, "none", "auto"):
-            raise InvalidRequestError("only tool_choice 'auto' and 'none' are supported", param="tool_choice")
-        if self.response_format is not None and self.response_format.get("type", "text") != "text":
-            raise InvalidRequestError(
-                "response_format other than 'text' is not supported yet", param="response_format"
-            )
 
 
 class CompletionRequest(_SamplingRequest):
@@ -284,7 +290,30 @@ class ChatLogprobs(_Response):
 
 class ChatResponseMessage(_Response):
     role: Literal["assistant"] = "assistant"
-    content: str
+    content: str | None
+    tool_calls: list[ToolCall] | None = None
+
+
+class DeltaFunctionCall(_Response):
+    name: str | None = None
+    arguments: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _drop_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return {key: value for key, value in handler(self).items() if value is not None}
+
+
+class DeltaToolCall(_Response):
+    """A piece of a streamed tool call: the first has id, type and name; later ones argument text."""
+
+    index: int
+    id: str | None = None
+    type: Literal["function"] | None = None
+    function: DeltaFunctionCall
+
+    @model_serializer(mode="wrap")
+    def _drop_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return {key: value for key, value in handler(self).items() if value is not None}
 
 
 class ChatChoice(_Response):
@@ -308,6 +337,7 @@ class ChatCompletionResponse(_Response):
 class ChatDelta(_Response):
     role: Literal["assistant"] | None = None
     content: str | None = None
+    tool_calls: list[DeltaToolCall] | None = None
 
     @model_serializer(mode="wrap")
     def _drop_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from switchyard.engine.sampling_params import SamplingParams
 from switchyard.errors import CapacityError, InvalidRequestError
 from switchyard.server.errors import ModelNotFoundError, ServerDrainingError
 from switchyard.server.metrics import ServerMetrics
+from switchyard.tool_calling import ToolCallFormat, detect_format, get_format
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,8 @@ class ServerSettings:
     """Seconds a request may take in all, queueing included; None means no limit."""
     shutdown_grace: float = 30.0
     """Seconds in-flight requests get to finish after SIGTERM before they are aborted."""
+    tool_call_parser: str | None = None
+    """Tool-call format (`hermes`, `llama3_json`); None detects it from the chat template."""
 
     def __post_init__(self) -> None:
         if not self.served_model_names:
@@ -37,6 +40,8 @@ class ServerSettings:
             raise ValueError("request_timeout must be > 0 seconds")
         if self.shutdown_grace < 0:
             raise ValueError("shutdown_grace must be >= 0 seconds")
+        if self.tool_call_parser is not None:
+            get_format(self.tool_call_parser)  # ValueError naming the known formats
 
 
 @dataclass
@@ -47,6 +52,13 @@ class ServerState:
     created: int = field(default_factory=lambda: int(time.time()))
     draining: bool = False
     """Set on SIGTERM: new requests get 503 while those in flight finish."""
+
+    @functools.cached_property
+    def tool_format(self) -> ToolCallFormat:
+        """How this model writes tool calls: the configured format, else the one its chat template uses."""
+        if self.settings.tool_call_parser:
+            return get_format(self.settings.tool_call_parser)
+        return detect_format(getattr(self.engine.tokenizer, "chat_template", None))
 
     @property
     def model_name(self) -> str:

@@ -39,7 +39,7 @@ def test_load_tokenizer_reads_the_folder(tokenizer: transformers.PreTrainedToken
     assert tokenizer.chat_template
 
 
-@pytest.mark.parametrize("vocab_size", [259, 300])
+@pytest.mark.parametrize("vocab_size", [261, 300])
 def test_factory_vocab_size_is_controllable(tmp_path: Path, vocab_size: int) -> None:
     build_tokenizer(tmp_path, vocab_size=vocab_size)
     assert len(load_tokenizer(tmp_path)) == vocab_size
@@ -164,8 +164,8 @@ def test_render_chat_with_tools_and_tool_messages(tokenizer: transformers.PreTra
         {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
     ]
     text = tokenizer.decode(render_chat(tokenizer, messages, tools=[tool]))
-    assert text.startswith("<|im_start|>tools\n" + json.dumps(tool) + "\n<|im_end|>\n")
-    assert '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>' in text
+    assert text.startswith("<|im_start|>system\n<tools>\n" + json.dumps(tool) + "\n</tools>")
+    assert '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>' in text
     assert text.endswith("<|im_start|>tool call_1\nsunny<|im_end|>\n<|im_start|>assistant\n")
 
 

@@ -176,7 +176,7 @@ def test_tool_messages_render(client: openai.OpenAI) -> None:
     ]
     tools = [{"type": "function", "function": {"name": "weather", "parameters": {"type": "object"}}}]
     response = client.chat.completions.create(model=MODEL, messages=messages, tools=tools, max_tokens=3)
-    assert response.choices[0].finish_reason in ("stop", "length")
+    assert response.choices[0].finish_reason in ("stop", "length", "tool_calls")
 
 
 def test_usage_reports_cached_prompt_tokens(server: RunningServer, client: openai.OpenAI) -> None:

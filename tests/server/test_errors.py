@@ -65,7 +65,7 @@ def test_wrong_types_name_the_field(http: httpx.Client, body: dict[str, Any], pa
         ({"top_logprobs": 3}, "top_logprobs"),
         ({"logprobs": True, "top_logprobs": 50}, "logprobs"),
         ({"logit_bias": {"x": 1}}, "logit_bias"),
-        ({"response_format": {"type": "json_object"}}, "response_format"),
+        ({"response_format": {"type": "xml"}}, "response_format"),
         ({"tool_choice": "required"}, "tool_choice"),
     ],
 )
