@@ -16,7 +16,6 @@ import json
 import sys
 import tempfile
 import time
-from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,7 +38,7 @@ class Coverage:
     generated: dict[str, dict[str, int]] = field(default_factory=dict)
     """temperature -> {"outputs", "finished", "valid"}."""
     invalid_outputs: list[dict[str, Any]] = field(default_factory=list)
-    rejections: Counter[str] = field(default_factory=Counter)
+    rejections: dict[str, int] = field(default_factory=dict)
 
     def rates(self) -> dict[str, float]:
         out = {
@@ -75,7 +74,8 @@ def measure(
         try:
             grammar = manager.compile(spec)
         except InvalidRequestError as error:
-            coverage.rejections[str(error).split(":")[0]] += 1
+            reason = str(error).split(":")[0]
+            coverage.rejections[reason] = coverage.rejections.get(reason, 0) + 1
             continue
         coverage.compiled += 1
         compiled.append((case, spec))
@@ -157,7 +157,7 @@ def main() -> None:
             )
             coverage = measure(llm, cases, (0.0, 1.0), args.max_tokens)
             results[backend] = {**asdict(coverage), "rates": coverage.rates()}
-            print(backend, json.dumps(coverage.rates(), indent=1), dict(coverage.rejections.most_common(5)))
+            print(backend, json.dumps(coverage.rates(), indent=1), coverage.rejections)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1, default=str))
 

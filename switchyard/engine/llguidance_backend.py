@@ -19,17 +19,30 @@ _JSON_OPTIONS = {"whitespace_flexible": False, "item_separator": ", ", "key_sepa
 
 
 class LLGuidanceMatcher:
-    def __init__(self, matcher: Any) -> None:
+    """llguidance stops as soon as only EOS may follow; Switchyard's matchers terminate once EOS is accepted
+    (so the last real token is still detokenized), hence the extra bookkeeping."""
+
+    def __init__(self, matcher: Any, stop_token_ids: frozenset[int]) -> None:
         self.matcher = matcher
+        self.stop_token_ids = stop_token_ids
+        self.accepted: list[int] = []
 
     def accept_token(self, token_id: int) -> bool:
-        return bool(self.matcher.consume_token(token_id))
+        if not self.matcher.consume_token(token_id):
+            return False
+        self.accepted.append(token_id)
+        return True
 
     def rollback(self, num_tokens: int) -> None:
         self.matcher.rollback(num_tokens)
+        del self.accepted[len(self.accepted) - num_tokens :]
 
     def is_terminated(self) -> bool:
-        return bool(self.matcher.is_stopped())
+        return (
+            bool(self.accepted)
+            and self.accepted[-1] in self.stop_token_ids
+            and bool(self.matcher.is_stopped())
+        )
 
 
 class LLGuidanceBackend:
@@ -41,6 +54,7 @@ class LLGuidanceBackend:
 
         self._llg = llguidance
         self.vocab_size = vocab_size
+        self.stop_token_ids = frozenset(stop_token_ids)
         self.tokenizer = llguidance.hf.from_tokenizer(
             tokenizer, n_vocab=vocab_size, eos_token=list(stop_token_ids)
         )
@@ -76,7 +90,9 @@ class LLGuidanceBackend:
         return grammar
 
     def new_matcher(self, compiled: str) -> LLGuidanceMatcher:
-        return LLGuidanceMatcher(self._llg.LLMatcher(self.tokenizer, compiled, log_level=0))
+        return LLGuidanceMatcher(
+            self._llg.LLMatcher(self.tokenizer, compiled, log_level=0), self.stop_token_ids
+        )
 
     def allocate_bitmask(self, rows: int) -> torch.Tensor:
         return xgr.allocate_token_bitmask(rows, self.vocab_size)

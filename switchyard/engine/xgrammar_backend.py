@@ -53,7 +53,7 @@ class XGrammarBackend:
         try:
             if kind == "json":
                 schema = parse_json_schema(spec)
-                return self.compiler.compile_grammar(strict_json_ebnf(schema, strict=spec.strict))
+                return self.compiler.compile_grammar(strict_json_ebnf(schema, spec.strict, spec.param))
             if kind == "json_object":
                 return self.compiler.compile_grammar(strict_json_ebnf({"type": "object"}, strict=False))
             if kind == "regex":
@@ -99,8 +99,80 @@ _PLAIN_STRING_CHARACTER = '[^\\0-\\x1f\\"\\\\]'
 _STRICT_STRING_CHARACTER = '(([^\\0-\\x1f\\"\\\\]) | ("\\\\" basic_escape))'
 
 
-def strict_json_ebnf(schema: dict[str, Any] | bool, strict: bool = False) -> str:
-    """xgrammar's EBNF for `schema` (compact separators) with strings that json.loads accepts in strict mode."""
+_UNENFORCED_KEYWORDS = frozenset(
+    {
+        "not",
+        "if",
+        "then",
+        "else",
+        "dependencies",
+        "dependentRequired",
+        "dependentSchemas",
+        "contains",
+        "minContains",
+        "maxContains",
+        "unevaluatedProperties",
+        "unevaluatedItems",
+    }
+)
+"""Keywords xgrammar (0.2.x) compiles without enforcing: output could break them, so such schemas are refused."""
+_SIBLING_CONSTRAINTS = frozenset(
+    {"type", "properties", "required", "items", "additionalProperties", "patternProperties", "enum", "const"}
+)
+_SUBSCHEMA_MAPS = frozenset({"properties", "patternProperties", "definitions", "$defs"})
+_NOT_SUBSCHEMAS = frozenset({"enum", "const", "examples", "default", "required", "description", "title"})
+
+
+def unenforced_constraint(schema: Any, path: str = "") -> str | None:
+    """The first construct of `schema` xgrammar would silently not enforce, as "what at where", or None.
+
+    Measured on JSONSchemaBench (benchmarks/RESULTS.md): these are exactly what made xgrammar's constrained
+    outputs fail validation -- it falls back to any JSON value for them. Refusing them keeps every output valid.
+    """
+    if isinstance(schema, list):
+        for index, item in enumerate(schema):
+            found = unenforced_constraint(item, f"{path}/{index}")
+            if found:
+                return found
+        return None
+    if not isinstance(schema, dict):
+        return None
+    where = path or "/"
+    for keyword in sorted(_UNENFORCED_KEYWORDS & set(schema)):
+        return f"keyword '{keyword}' at {where}"
+    if schema.get("uniqueItems") is True:
+        return f"keyword 'uniqueItems' at {where}"
+    all_of = schema.get("allOf")
+    if isinstance(all_of, list) and len(all_of) > 1:
+        return f"'allOf' with {len(all_of)} subschemas at {where}"
+    for combinator in ("anyOf", "oneOf", "allOf"):
+        if combinator in schema and _SIBLING_CONSTRAINTS & set(schema):
+            return f"'{combinator}' combined with sibling constraints at {where}"
+    for key, value in schema.items():
+        if key in _NOT_SUBSCHEMAS:
+            continue
+        if key in _SUBSCHEMA_MAPS and isinstance(value, dict):
+            for name, subschema in value.items():
+                found = unenforced_constraint(subschema, f"{path}/{key}/{name}")
+                if found:
+                    return found
+        elif isinstance(value, dict | list):
+            found = unenforced_constraint(value, f"{path}/{key}")
+            if found:
+                return found
+    return None
+
+
+def strict_json_ebnf(schema: dict[str, Any] | bool, strict: bool = False, param: str | None = None) -> str:
+    """xgrammar's EBNF for `schema` (compact separators) with strings that json.loads accepts in strict mode.
+
+    Raises InvalidRequestError for a schema using a construct xgrammar would not enforce.
+    """
+    problem = unenforced_constraint(schema)
+    if problem is not None:
+        raise InvalidRequestError(
+            f"unsupported JSON schema: {problem} is not enforced by the xgrammar backend", param=param
+        )
     text = str(xgr.Grammar.from_json_schema(schema, any_whitespace=False, strict_mode=strict))
     if _LOOSE_STRING_CHARACTER not in text:
         return text

@@ -31,7 +31,7 @@ def tool_call_structure(
     tags = [
         TagFormat(
             begin=fmt.call_begin(tool.name),
-            content=GrammarFormat(grammar=strict_json_ebnf(tool.parameters, strict=tool.strict)),
+            content=GrammarFormat(grammar=strict_json_ebnf(tool.parameters, tool.strict, param="tools")),
             end=fmt.call_end,
         )
         for tool in selected
