@@ -1,12 +1,14 @@
-"""The xgrammar backend: Switchyard's default grammar engine (chosen by measurement, see benchmarks/RESULTS.md).
+r"""The xgrammar backend: Switchyard's default grammar engine (chosen by measurement, see benchmarks/RESULTS.md).
 
 JSON is compiled without free whitespace: separators are exactly ", " and ": " (json.dumps' defaults), so a
 model cannot spend its tokens on whitespace.
 
 Strings with minLength/maxLength are where xgrammar's JSON grammar (0.2.x) is loose: their characters are
-`[^"\\\r\n]`, which admits raw control characters (json.loads rejects them in strict mode) and no escapes.
-So JSON schemas go through `strict_json_ebnf`, which rewrites that character class into a JSON character or
-escape before compiling; every other string rule of xgrammar already excludes control characters.
+`[^"\\\r\n]`, which admits raw control characters (json.loads rejects them in strict mode). So JSON schemas go
+through `strict_json_ebnf`, which narrows that class to `[^\0-\x1f"\\]` before compiling: length-bounded
+strings then hold no escapes at all (an alternation with escapes there makes xgrammar's mask for a
+`minLength: 600` string take seconds per token; measured). Every other string rule already excludes control
+characters.
 """
 
 from __future__ import annotations
@@ -95,8 +97,7 @@ class XGrammarBackend:
 
 
 _LOOSE_STRING_CHARACTER = '[^\\"\\\\\\r\\n]'
-_PLAIN_STRING_CHARACTER = '[^\\0-\\x1f\\"\\\\]'
-_STRICT_STRING_CHARACTER = '(([^\\0-\\x1f\\"\\\\]) | ("\\\\" basic_escape))'
+_STRICT_STRING_CHARACTER = '[^\\0-\\x1f\\"\\\\]'
 
 
 _UNENFORCED_KEYWORDS = frozenset(
@@ -174,10 +175,6 @@ def strict_json_ebnf(schema: dict[str, Any] | bool, strict: bool = False, param:
             f"unsupported JSON schema: {problem} is not enforced by the xgrammar backend", param=param
         )
     text = str(xgr.Grammar.from_json_schema(schema, any_whitespace=False, strict_mode=strict))
-    if _LOOSE_STRING_CHARACTER not in text:
-        return text
-    if "basic_escape ::=" not in text:  # no escape rule to refer to: plain characters only
-        return text.replace(_LOOSE_STRING_CHARACTER, _PLAIN_STRING_CHARACTER)
     return text.replace(_LOOSE_STRING_CHARACTER, _STRICT_STRING_CHARACTER)
 
 
