@@ -83,6 +83,10 @@ class EngineStats:
     tenant_tokens: dict[str, int] = field(default_factory=dict)
     """Tokens computed for each tenant (prefill and decode)."""
     num_hung_steps: int = 0
+    grammar_events: dict[str, int] = field(default_factory=dict)
+    """Structured outputs: grammars compiled, compile cache hits, compile failures, rejected tokens."""
+    grammar_seconds: dict[str, float] = field(default_factory=dict)
+    """Structured outputs: seconds spent compiling grammars and filling/applying token masks."""
 
 
 class LLMEngine:
@@ -368,7 +372,22 @@ class LLMEngine:
             kv_full_decisions=dict(scheduler.kv_full_decisions),
             tenant_tokens=dict(getattr(self.policy, "tokens_served", {})),
             num_hung_steps=self.num_hung_steps,
+            **self._grammar_stats(),
         )
+
+    def _grammar_stats(self) -> dict[str, dict]:  # type: ignore[type-arg]
+        if self._structured is None:
+            return {}
+        stats = self._structured.stats
+        return {
+            "grammar_events": {
+                "compiled": stats.compiled,
+                "cache_hit": stats.cache_hits,
+                "failed": stats.failed,
+                "rejected_token": stats.rejected_tokens,
+            },
+            "grammar_seconds": {"compile": stats.compile_seconds, "mask": stats.mask_seconds},
+        }
 
     # ------------------------------------------------------------------- step
     def step(self) -> list[RequestOutput]:

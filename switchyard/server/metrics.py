@@ -124,6 +124,18 @@ class ServerMetrics:
         self.hung_steps = counter(
             "switchyard:engine_hung_steps", "Engine steps the watchdog found hung (the engine was rebuilt)."
         )
+        self._grammar_events = Counter(
+            "switchyard:structured_output_events",
+            "Structured outputs: grammars compiled, compile cache hits, compile failures, tokens a grammar refused.",
+            [*labels, "event"],
+            registry=self.registry,
+        )
+        self._grammar_seconds = Counter(
+            "switchyard:structured_output_seconds",
+            "Structured outputs: seconds compiling grammars (phase=compile) and masking logits (phase=mask).",
+            [*labels, "phase"],
+            registry=self.registry,
+        )
         self._seen_hung = 0
         self._seen_labelled: dict[tuple[str, str], int] = {}
         self._seen_cache = (0, 0)
@@ -155,6 +167,8 @@ class ServerMetrics:
         self._advance(self._preemptions_by_priority, "priority", stats.preemptions_by_priority)
         self._advance(self._kv_full, "decision", stats.kv_full_decisions)
         self._advance(self._tenant_tokens, "tenant", stats.tenant_tokens)
+        self._advance(self._grammar_events, "event", stats.grammar_events)
+        self._advance(self._grammar_seconds, "phase", stats.grammar_seconds)
         for output in report.outputs:
             self._observe_output(output, report.time)
 

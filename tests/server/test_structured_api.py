@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import jsonschema
 import openai
 import pytest
-from harness import MODEL, RunningServer, start_server
+from harness import MODEL, RunningServer, metric, start_server
 from model_factory import build_hf_model
 from tokenizer_factory import build_tokenizer
 
@@ -326,3 +326,14 @@ def test_bad_structured_requests_get_400(
     body = info.value.body
     assert isinstance(body, dict) and body.get("param") == param, body
     assert message in body["message"]
+
+
+def test_grammar_work_shows_in_metrics(server: RunningServer, client: openai.OpenAI) -> None:
+    fmt = {"type": "json_schema", "json_schema": {"name": "metrics_probe", "schema": {"type": "boolean"}}}
+    for _ in range(2):
+        client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=8, response_format=fmt)
+    text = server.http().get("/metrics").text
+    assert metric(text, "switchyard:structured_output_events_total", event="compiled") >= 1
+    assert metric(text, "switchyard:structured_output_events_total", event="cache_hit") >= 1
+    assert 'event="rejected_token"' not in text  # the grammar never refused a sampled token
+    assert metric(text, "switchyard:structured_output_seconds_total", phase="mask") > 0
