@@ -55,6 +55,19 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
         help="grammar library for JSON schemas, regexes, choices, grammars and tool calls (default: xgrammar)",
     )
     group.add_argument(
+        "--speculative-method",
+        choices=("ngram",),
+        default=None,
+        help="speculative decoding: ngram (prompt lookup; no extra model). Default: off",
+    )
+    group.add_argument("--num-speculative-tokens", type=int, default=4, help="tokens proposed per step (4)")
+    group.add_argument(
+        "--spec-max-batch-size",
+        type=int,
+        default=8,
+        help="no speculation while more sequences than this are running (it stops paying); default 8",
+    )
+    group.add_argument(
         "--no-prefix-cache",
         dest="enable_prefix_caching",
         action="store_false",
@@ -81,6 +94,9 @@ def engine_config_from_args(args: argparse.Namespace):  # type: ignore[no-untype
         max_queue_time=args.max_queue_time,
         tenant_weights=getattr(args, "tenant_weights", None) or {},
         structured_outputs_backend=args.structured_outputs_backend,
+        speculative_method=args.speculative_method,
+        num_speculative_tokens=args.num_speculative_tokens,
+        spec_max_batch_size=args.spec_max_batch_size,
     )
 
 

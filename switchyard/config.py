@@ -45,6 +45,11 @@ class EngineConfig:
     """Reuse the KV blocks of shared prompt prefixes across requests."""
     structured_outputs_backend: str = "xgrammar"
     """Grammar library for structured outputs: xgrammar, or llguidance when installed."""
+    speculative_method: str | None = None
+    """Speculative decoding: None (off) or "ngram" (prompt lookup)."""
+    num_speculative_tokens: int = 4
+    spec_max_batch_size: int = 8
+    """No speculation in steps with more running sequences than this (it stops paying)."""
     seed: int = 0
     """Seed of the random stream shared by requests that bring no seed of their own."""
     skip_tokenizer: bool = False

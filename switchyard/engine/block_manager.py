@@ -93,6 +93,13 @@ class BlockManager:
         seq.prefix_node = None
         seq.num_cached_blocks = 0
 
+    def trim(self, seq: Sequence, num_tokens: int) -> None:
+        """Release the blocks of seq past its first num_tokens tokens (rejected speculative positions)."""
+        keep = self.blocks_for_tokens(num_tokens)
+        if len(seq.block_table) > keep:
+            self._release(seq.block_table[keep:])
+            del seq.block_table[keep:]
+
     def match_prefix(self, seq: Sequence) -> int:
         """Give a sequence with nothing computed the longest cached prefix of its tokens; return its length.
 

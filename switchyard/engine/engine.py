@@ -32,7 +32,7 @@ from switchyard.engine.model_runner import ForwardResult, ModelRunner
 from switchyard.engine.policy import PriorityFairPolicy, SchedulingPolicy
 from switchyard.engine.sampler import Sampler, SamplingBatch, SamplingRow, check_token_ids, new_generator
 from switchyard.engine.sampling_params import SamplingParams
-from switchyard.engine.scheduler import Scheduler
+from switchyard.engine.scheduler import Scheduler, SchedulerOutput
 from switchyard.engine.sequence import (
     CompletionOutput,
     FinishReason,
@@ -45,6 +45,7 @@ from switchyard.engine.sequence import (
     TokenLogprob,
     now,
 )
+from switchyard.engine.spec_decode import SpecDecodeConfig, SpecDecoder
 from switchyard.engine.structured import (
     CompiledGrammar,
     GrammarMatcher,
@@ -87,6 +88,8 @@ class EngineStats:
     """Structured outputs: grammars compiled, compile cache hits, compile failures, rejected tokens."""
     grammar_seconds: dict[str, float] = field(default_factory=dict)
     """Structured outputs: seconds spent compiling grammars and filling/applying token masks."""
+    spec_decode: dict[str, int] = field(default_factory=dict)
+    """Speculative decoding: verifying sequence-steps, proposed, accepted and emitted tokens."""
 
 
 class LLMEngine:
@@ -144,6 +147,14 @@ class LLMEngine:
         self.num_hung_steps = 0
         self.num_generated_tokens = 0
         self.num_prompt_tokens = 0
+        self.spec_decoder: SpecDecoder | None = None
+        if config.speculative_method is not None:
+            spec_config = SpecDecodeConfig(
+                method=config.speculative_method,
+                num_speculative_tokens=config.num_speculative_tokens,
+                max_batch_size=config.spec_max_batch_size,
+            )
+            self.spec_decoder = SpecDecoder(spec_config, self.sampler)
         self._structured: StructuredOutputManager | None = None
         self._awaiting_grammar: dict[str, tuple[Request, Future[CompiledGrammar]]] = {}
         """Requests whose grammar is compiling; they enter the scheduler when it is ready."""
@@ -373,7 +384,19 @@ class LLMEngine:
             tenant_tokens=dict(getattr(self.policy, "tokens_served", {})),
             num_hung_steps=self.num_hung_steps,
             **self._grammar_stats(),
+            spec_decode=self._spec_stats(),
         )
+
+    def _spec_stats(self) -> dict[str, int]:
+        if self.spec_decoder is None:
+            return {}
+        stats = self.spec_decoder.stats
+        return {
+            "steps": stats.steps,
+            "proposed": stats.proposed,
+            "accepted": stats.accepted,
+            "emitted": stats.emitted,
+        }
 
     def _grammar_stats(self) -> dict[str, dict]:  # type: ignore[type-arg]
         if self._structured is None:
@@ -398,7 +421,9 @@ class LLMEngine:
             outputs += self._expire_queued(now() - self.config.max_queue_time)
         if self._awaiting_grammar:
             outputs += self._admit_compiled()
+        speculating = self._propose_drafts() if self.spec_decoder is not None else []
         plan = self.scheduler.schedule()
+        verifying = self._keep_scheduled_drafts(plan, speculating) if speculating else frozenset()
         self.current_step_requests = {seq.request.request_id for seq, _ in plan.scheduled}
         if plan.is_empty and self._awaiting_grammar and not outputs:
             # Nothing to run but grammars compiling: wait for one briefly instead of spinning.
@@ -424,7 +449,7 @@ class LLMEngine:
         }
         try:
             self.runner.copy_blocks(plan.block_copies)
-            result = self.runner.execute(plan.scheduled, wants_prompt)
+            result = self.runner.execute(plan.scheduled, wants_prompt, verifying)
         except Exception as exc:  # the forward failed: fail this step's requests, keep the engine alive
             logger.exception("forward pass failed")
             failed = {seq.request.request_id: seq.request for seq, _ in plan.scheduled}
@@ -436,9 +461,12 @@ class LLMEngine:
 
         for seq, num_new in plan.scheduled:
             seq.num_computed_tokens += num_new
-            self.block_manager.cache_full_blocks(seq)
+            if seq.seq_id not in verifying:  # drafts are not cached before they are verified
+                self.block_manager.cache_full_blocks(seq)
         self._record_prompt_logprobs(result)
         touched = self._sample(result)
+        if verifying:
+            touched += [r for r in self._verify_drafts(result) if r not in touched]
         for request in touched:
             outputs.append(self._request_output(request))
             self._forget_if_done(request)
@@ -549,6 +577,89 @@ class LLMEngine:
         if seq.num_output_tokens >= seq.request.max_tokens or seq.num_tokens >= self.max_model_len:
             self._finish(seq, FinishReason.LENGTH)
 
+    # ------------------------------------------------------ speculative decoding
+    def _propose_drafts(self) -> list[Sequence]:
+        """Append proposed tokens to eligible decoding sequences, within the step's token and block budget."""
+        spec = self.spec_decoder
+        assert spec is not None
+        running = self.scheduler.running
+        if not running or len(running) > spec.config.max_batch_size:
+            return []
+        manager = self.block_manager
+        spare_tokens = self.scheduler_config.max_num_batched_tokens - sum(
+            seq.num_tokens - seq.num_computed_tokens for seq in running
+        )
+        spare_blocks = manager.num_free_blocks - sum(manager.blocks_needed(seq, 1) for seq in running)
+        speculating = []
+        for seq in running:
+            if spare_tokens <= 0 or not spec.eligible(seq):
+                continue
+            room = min(
+                spare_tokens,
+                seq.request.max_tokens - seq.num_output_tokens - 1,  # leave room for the bonus token
+                self.max_model_len - seq.num_tokens - 1,
+            )
+            drafts = spec.propose(seq, room)
+            if not drafts:
+                continue
+            extra_blocks = manager.blocks_needed(seq, 1 + len(drafts)) - manager.blocks_needed(seq, 1)
+            if extra_blocks > spare_blocks:
+                continue  # speculation must never cause a preemption
+            seq.token_ids.extend(drafts)
+            seq.num_draft_tokens = len(drafts)
+            spare_tokens -= len(drafts)
+            spare_blocks -= extra_blocks
+            speculating.append(seq)
+        return speculating
+
+    def _keep_scheduled_drafts(self, plan: SchedulerOutput, speculating: list[Sequence]) -> frozenset[int]:
+        """Drop the drafts of sequences not scheduled in full (preempted, paused, cut by the budget)."""
+        scheduled = {seq.seq_id: index for index, (seq, _) in enumerate(plan.scheduled)}
+        verifying = set()
+        for seq in speculating:
+            drafts = seq.num_draft_tokens
+            index = scheduled.get(seq.seq_id)
+            if index is not None and plan.scheduled[index][1] == drafts + 1:
+                verifying.add(seq.seq_id)
+                continue
+            del seq.token_ids[-drafts:]
+            seq.num_draft_tokens = 0
+            if index is not None:
+                plan.scheduled[index] = (seq, 1)
+        return frozenset(verifying)
+
+    def _verify_drafts(self, result: ForwardResult) -> list[Request]:
+        """Accept or reject each sequence's drafts, emit the verified tokens, roll the rest back."""
+        spec = self.spec_decoder
+        assert spec is not None
+        touched: list[Request] = []
+        stamp = now()
+        for seq_id, logits in result.verify_logits.items():
+            seq = next(s for s in self.scheduler.running if s.seq_id == seq_id)
+            num_drafts = seq.num_draft_tokens
+            drafts = seq.token_ids[-num_drafts:]
+            del seq.token_ids[-num_drafts:]
+            seq.num_draft_tokens = 0
+            request = seq.request
+            touched.append(request)
+            try:
+                emitted, accepted = spec.verify(seq, drafts, logits)
+                # KV is valid up to the last accepted draft; the bonus token is computed next step.
+                seq.num_computed_tokens = seq.num_tokens + accepted
+                for token in emitted:
+                    self._append_token(seq, token, float("nan"), None, 0)
+                    if seq.is_finished:
+                        break
+                if not seq.is_finished:
+                    self.block_manager.trim(seq, seq.num_tokens)
+                    self.block_manager.cache_full_blocks(seq)
+            except Exception as exc:  # one request's verification failing must not stop the others
+                logger.exception("verification failed for request %s", request.request_id)
+                self._fail(request, f"internal error while verifying speculative tokens: {exc}")
+            if request.timing.first_token is None:
+                request.timing.first_token = stamp
+        return touched
+
     def _record_prompt_logprobs(self, result: ForwardResult) -> None:
         for seq_id, (first, logits) in result.prompt_logits.items():
             seq = next(s for s in self.scheduler.running if s.seq_id == seq_id)
@@ -598,6 +709,9 @@ class LLMEngine:
             if request.request_id in self._awaiting_grammar:
                 continue  # never scheduled: nothing of it was in the hung step
             for seq in request.sequences:
+                if seq.num_draft_tokens:  # the hung step's unverified proposals are not output
+                    del seq.token_ids[-seq.num_draft_tokens :]
+                    seq.num_draft_tokens = 0
                 seq.block_table, seq.prefix_node, seq.num_cached_blocks = [], None, 0
                 seq.num_computed_tokens = 0
                 if not seq.is_finished:

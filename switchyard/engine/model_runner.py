@@ -7,7 +7,7 @@ LM head, which on large vocabularies is a big share of a step.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -27,6 +27,9 @@ class ForwardResult:
     prompt_logits: dict[int, tuple[int, torch.Tensor]]
     """seq_id -> (first position, float32 logits [chunk, vocab]) for sequences whose request wants prompt
     logprobs; row j predicts the token at position first + j + 1."""
+    verify_logits: dict[int, torch.Tensor] = field(default_factory=dict)
+    """seq_id -> logits [chunk, vocab] at every position of a speculative chunk (the last real token and the
+    drafts); such sequences are not in sampled_seqs."""
 
 
 @dataclass
@@ -41,6 +44,8 @@ class StepInputs:
     sampled_seqs: list[Sequence]
     prompt_rows: list[tuple[Sequence, int, int, int]]
     """(sequence, start row, first position, row count) of chunks whose prompt logprobs are wanted."""
+    verify_rows: list[tuple[Sequence, int, int]] = field(default_factory=list)
+    """(sequence, start row, row count) of speculative chunks, which need logits at every position."""
 
 
 class ModelRunner:
@@ -79,11 +84,21 @@ class ModelRunner:
         dst = torch.tensor([d for _, d in copies], device=self.device)
         self.kv_cache.index_copy_(2, dst, self.kv_cache.index_select(2, src))
 
-    def execute(self, scheduled: list[tuple[Sequence, int]], wants_prompt_logits: set[int]) -> ForwardResult:
+    def execute(
+        self,
+        scheduled: list[tuple[Sequence, int]],
+        wants_prompt_logits: set[int],
+        verifying: frozenset[int] = frozenset(),
+    ) -> ForwardResult:
         """Run the forward pass for the scheduled (sequence, number of new tokens) pairs."""
-        return self.forward(self.prepare(scheduled, wants_prompt_logits))
+        return self.forward(self.prepare(scheduled, wants_prompt_logits, verifying))
 
-    def prepare(self, scheduled: list[tuple[Sequence, int]], wants_prompt_logits: set[int]) -> StepInputs:
+    def prepare(
+        self,
+        scheduled: list[tuple[Sequence, int]],
+        wants_prompt_logits: set[int],
+        verifying: frozenset[int] = frozenset(),
+    ) -> StepInputs:
         """Flatten the step into model inputs; pure bookkeeping, no model work."""
         bs = self.block_size
         decodes = [seq for seq, n in scheduled if n == 1]
@@ -110,6 +125,7 @@ class ModelRunner:
             ]
 
         spans: list[tuple[int, int, int, list[int]]] = []
+        verify_rows: list[tuple[Sequence, int, int]] = []
         for seq, num_new in prefills:
             first = seq.num_computed_tokens
             start = len(input_ids)
@@ -121,7 +137,9 @@ class ModelRunner:
             spans.append((start, start + num_new, first + num_new, seq.block_table))
             if seq.seq_id in wants_prompt_logits:
                 prompt_rows.append((seq, start, first, num_new))
-            if first + num_new == seq.num_tokens:
+            if seq.seq_id in verifying:
+                verify_rows.append((seq, start, num_new))
+            elif first + num_new == seq.num_tokens:
                 sample_index.append(start + num_new - 1)
                 sampled.append(seq)
 
@@ -142,6 +160,7 @@ class ModelRunner:
             sample_index=torch.tensor(sample_index, dtype=torch.long, device=device),
             sampled_seqs=sampled,
             prompt_rows=prompt_rows,
+            verify_rows=verify_rows,
         )
 
     def forward(self, inputs: StepInputs) -> ForwardResult:
@@ -153,7 +172,16 @@ class ModelRunner:
             count = max(0, min(seq.num_prompt_tokens - 1 - first, num_new))
             if count:
                 prompt_logits[seq.seq_id] = (first, self.model.compute_logits(hidden[start : start + count]))
-        return ForwardResult(sampled_seqs=inputs.sampled_seqs, logits=logits, prompt_logits=prompt_logits)
+        verify_logits = {
+            seq.seq_id: self.model.compute_logits(hidden[start : start + count])
+            for seq, start, count in inputs.verify_rows
+        }
+        return ForwardResult(
+            sampled_seqs=inputs.sampled_seqs,
+            logits=logits,
+            prompt_logits=prompt_logits,
+            verify_logits=verify_logits,
+        )
 
     def profile_forward(self, num_tokens: int) -> None:
         """One prefill of num_tokens through the first blocks, to measure the activation peak."""

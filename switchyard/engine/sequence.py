@@ -83,6 +83,8 @@ class Sequence:
     num_emitted_chars: int = 0
     grammar: GrammarMatcher | None = None
     """The structured-output matcher, advanced with every accepted output token (None: unconstrained)."""
+    num_draft_tokens: int = 0
+    """Speculative tokens at the end of token_ids this step, not yet verified (0 outside a step)."""
 
     @property
     def num_prompt_tokens(self) -> int:

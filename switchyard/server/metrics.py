@@ -136,6 +136,13 @@ class ServerMetrics:
             [*labels, "phase"],
             registry=self.registry,
         )
+        self._spec_tokens = Counter(
+            "switchyard:spec_decode_tokens",
+            "Speculative decoding: tokens proposed, accepted, and emitted by verification (kind label); "
+            "acceptance rate = accepted / proposed, mean accepted length per step = emitted / steps.",
+            [*labels, "kind"],
+            registry=self.registry,
+        )
         self._seen_hung = 0
         self._seen_labelled: dict[tuple[str, str], int] = {}
         self._seen_cache = (0, 0)
@@ -169,6 +176,7 @@ class ServerMetrics:
         self._advance(self._tenant_tokens, "tenant", stats.tenant_tokens)
         self._advance(self._grammar_events, "event", stats.grammar_events)
         self._advance(self._grammar_seconds, "phase", stats.grammar_seconds)
+        self._advance(self._spec_tokens, "kind", stats.spec_decode)
         for output in report.outputs:
             self._observe_output(output, report.time)
 

@@ -1,0 +1,184 @@
+"""Speculative decoding: propose k tokens cheaply, verify them in one target forward pass, keep the output law.
+
+Decode is memory-bound: a forward over k+1 positions of one sequence costs about as much as over one, so when
+a proposer guesses the continuation well, several tokens come out of one step.
+
+Flow inside `LLMEngine.step()` (see engine.py):
+1. Before scheduling, each eligible decoding sequence gets up to k proposed tokens appended to its tokens
+   (`SpecDecoder.propose`); the scheduler then schedules 1 + k new tokens for it like a prefill chunk, so
+   continuous batching, the token budget and preemption need no special case. Drafts of a sequence that was
+   not scheduled in full (preempted, paused) are removed again before anything is computed.
+2. The runner returns the target's logits at all 1 + k positions of such a sequence.
+3. `verify` accepts drafts left to right: greedy rows accept while the draft equals the target's argmax;
+   random rows accept draft x with probability min(1, p(x) / q(x)) and, on the first rejection, resample from
+   the normalised residual max(0, p - q); when all k are accepted a bonus token is sampled from the last
+   position. p is the target's distribution after the request's sampling transforms, q the proposer's (a point
+   mass for n-gram proposals, so acceptance is p(x) and the residual is p without x). The output therefore has
+   exactly the target's distribution (tested with a chi-square test on a tiny vocabulary).
+4. Rejected positions are rolled back: the tokens are dropped, the computed-token count moves back to the last
+   accepted position (their KV slots are simply overwritten later) and blocks past the sequence's end return to
+   the free list.
+
+Falls back to plain decoding for requests with n > 1, logprobs, prompt logprobs or a grammar, and for the
+whole step when more than `max_batch_size` sequences are running (speculation stops paying once the batch makes
+the step compute-bound; see benchmarks/RESULTS.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence as Seq
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import torch
+
+from switchyard.engine.sampler import Sampler, SamplingBatch, SamplingRow
+from switchyard.engine.sequence import Sequence
+
+
+@dataclass(frozen=True)
+class SpecDecodeConfig:
+    method: str = "ngram"
+    """`ngram` (prompt lookup) for now; a draft-model proposer plugs in through `Proposer`."""
+    num_speculative_tokens: int = 4
+    ngram_max: int = 4
+    """Longest suffix n-gram looked up in the sequence's history."""
+    ngram_min: int = 2
+    max_batch_size: int = 8
+    """Above this many running sequences, no speculation (it stops paying once the step is compute-bound)."""
+
+    def __post_init__(self) -> None:
+        if self.method != "ngram":
+            raise ValueError(f"unknown speculative method {self.method!r}; supported: ngram")
+        if self.num_speculative_tokens < 1:
+            raise ValueError("num_speculative_tokens must be >= 1")
+        if not 1 <= self.ngram_min <= self.ngram_max:
+            raise ValueError("need 1 <= ngram_min <= ngram_max")
+
+
+class Proposer(Protocol):
+    def propose(self, token_ids: Seq[int], k: int) -> tuple[list[int], torch.Tensor | None]:
+        """Up to k next tokens and their proposal distributions ([len, vocab]) or None for point masses."""
+        ...
+
+
+class NgramProposer:
+    """Prompt lookup: find the latest earlier occurrence of the sequence's last n tokens (longest n first)
+    and propose what followed it. Free to compute; strong on copy-heavy tasks (edits, quoting, code)."""
+
+    def __init__(self, ngram_min: int, ngram_max: int) -> None:
+        self.ngram_min = ngram_min
+        self.ngram_max = ngram_max
+
+    def propose(self, token_ids: Seq[int], k: int) -> tuple[list[int], torch.Tensor | None]:
+        tokens = list(token_ids)
+        length = len(tokens)
+        for n in range(min(self.ngram_max, length - 1), self.ngram_min - 1, -1):
+            suffix = tokens[length - n :]
+            # Latest earlier match whose continuation is non-empty.
+            for start in range(length - n - 1, -1, -1):
+                if tokens[start : start + n] == suffix:
+                    follow = tokens[start + n : start + n + k]
+                    if follow:
+                        return follow, None
+        return [], None
+
+
+@dataclass
+class SpecDecodeStats:
+    steps: int = 0
+    """Sequence-steps that verified at least one proposal."""
+    proposed: int = 0
+    accepted: int = 0
+    emitted: int = 0
+    """Tokens produced by verifying sequences (accepted drafts + one bonus or corrected token each)."""
+    by_accepted: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def acceptance_rate(self) -> float:
+        return self.accepted / self.proposed if self.proposed else 0.0
+
+    @property
+    def mean_tokens_per_step(self) -> float:
+        return self.emitted / self.steps if self.steps else 0.0
+
+
+class SpecDecoder:
+    def __init__(self, config: SpecDecodeConfig, sampler: Sampler) -> None:
+        self.config = config
+        self.sampler = sampler
+        self.proposer: Proposer = NgramProposer(config.ngram_min, config.ngram_max)
+        self.stats = SpecDecodeStats()
+
+    @staticmethod
+    def eligible(seq: Sequence) -> bool:
+        params = seq.request.params
+        return (
+            params.n == 1
+            and params.logprobs is None
+            and params.prompt_logprobs is None
+            and seq.grammar is None
+            and seq.num_computed_tokens == seq.num_tokens - 1
+            and seq.num_output_tokens > 0
+        )
+
+    def propose(self, seq: Sequence, room: int) -> list[int]:
+        """Draft tokens for seq (at most `room`, which leaves space for the bonus token)."""
+        k = min(self.config.num_speculative_tokens, room)
+        if k < 1:
+            return []
+        drafts, _ = self.proposer.propose(seq.token_ids, k)
+        return drafts[:k]
+
+    def verify(self, seq: Sequence, drafts: list[int], logits: torch.Tensor) -> tuple[list[int], int]:
+        """The tokens to emit after verifying `drafts` against target `logits` ([len(drafts) + 1, vocab]),
+        and how many drafts were accepted. `seq.token_ids` must not contain the drafts any more."""
+        params = seq.request.params
+        k = len(drafts)
+        if params.greedy:
+            targets = logits.argmax(dim=-1).tolist()
+            accepted = 0
+            while accepted < k and drafts[accepted] == targets[accepted]:
+                accepted += 1
+            emitted = [*drafts[:accepted], targets[accepted]]
+        else:
+            emitted, accepted = self._verify_sampled(seq, drafts, logits)
+        self.stats.steps += 1
+        self.stats.proposed += k
+        self.stats.accepted += accepted
+        self.stats.emitted += len(emitted)
+        self.stats.by_accepted[accepted] = self.stats.by_accepted.get(accepted, 0) + 1
+        return emitted, accepted
+
+    def _verify_sampled(
+        self, seq: Sequence, drafts: list[int], logits: torch.Tensor
+    ) -> tuple[list[int], int]:
+        request = seq.request
+        outputs = seq.output_token_ids
+        rows = [
+            SamplingRow(
+                params=request.params,
+                prompt_token_ids=request.prompt_token_ids,
+                output_token_ids=outputs + drafts[:i],
+                generator=seq.generator,
+                eos_token_ids=request.eos_token_ids,
+            )
+            for i in range(len(drafts) + 1)
+        ]
+        batch = SamplingBatch.build(rows, vocab_size=logits.shape[-1], device=logits.device)
+        probs = self.sampler.probabilities(logits.float(), batch)
+        generator = seq.generator if seq.generator is not None else self.sampler.generator
+        uniforms = torch.rand(len(drafts), generator=generator, device=probs.device).tolist()
+        for i, draft in enumerate(drafts):
+            p = probs[i]
+            if uniforms[i] < float(p[draft]):  # q is a point mass on the draft: accept with p(draft)
+                continue
+            residual = p.clone()
+            residual[draft] = 0.0
+            total = float(residual.sum())
+            if total <= 0.0:  # p was a point mass on the draft: cannot happen after a rejection, but be safe
+                return drafts[: i + 1], i + 1
+            token = int(torch.multinomial(residual / total, 1, generator=generator).item())
+            return [*drafts[:i], token], i
+        bonus = int(torch.multinomial(probs[len(drafts)], 1, generator=generator).item())
+        return [*drafts, bonus], len(drafts)

@@ -1,0 +1,204 @@
+"""Speculative decoding (n-gram proposer): greedy outputs unchanged, sampling lossless, blocks exact."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import transformers
+from scipy import stats
+
+from switchyard.config import EngineConfig
+from switchyard.engine.engine import LLMEngine
+from switchyard.engine.sampler import Sampler, SamplingBatch, SamplingRow
+from switchyard.engine.sampling_params import SamplingParams
+from switchyard.engine.spec_decode import NgramProposer
+from switchyard.llm import LLM
+
+
+def mixed_prompts(seed: int = 0) -> list[list[int]]:
+    rng = random.Random(seed)
+    prompts = [[rng.randrange(5, 300) for _ in range(rng.randrange(4, 40))] for _ in range(6)]
+    prompts += [[7, 8, 9, 10, 11] * 8, list(range(20, 60)) * 2, [5, 6] * 30]  # copy-heavy: many proposals
+    return prompts
+
+
+def test_ngram_proposer_continues_the_latest_match() -> None:
+    proposer = NgramProposer(ngram_min=2, ngram_max=3)
+    assert proposer.propose([1, 2, 3, 4, 9, 1, 2, 3, 5, 6, 1, 2, 3], 3)[0] == [5, 6, 1]
+    assert proposer.propose([1, 2, 3, 4], 3)[0] == []
+    assert proposer.propose([4, 4, 4], 5)[0] == [4]
+
+
+@pytest.mark.parametrize("kv_blocks", [None, 14])
+def test_greedy_output_is_token_identical_with_speculation(
+    tiny_model_dir: Path, kv_blocks: int | None
+) -> None:
+    """Same tokens with and without speculation, also when a small cache forces preemption."""
+    params = SamplingParams(temperature=0, max_tokens=60, ignore_eos=True)
+    prompts = mixed_prompts()
+    reference = LLM(model=str(tiny_model_dir), dtype="float32", max_model_len=512, kv_cache_memory=32 << 20)
+    expected = [o.outputs[0].token_ids for o in reference.generate(prompts, params)]
+    block_bytes = reference.engine.kv_budget.kv_bytes_per_token * reference.engine.kv_budget.block_size
+    memory = 32 << 20 if kv_blocks is None else kv_blocks * block_bytes
+    spec = LLM(
+        model=str(tiny_model_dir),
+        dtype="float32",
+        max_model_len=512,
+        kv_cache_memory=memory,
+        speculative_method="ngram",
+        spec_max_batch_size=64,
+        max_num_batched_tokens=64,
+    )
+    assert [o.outputs[0].token_ids for o in spec.generate(prompts, params)] == expected
+    stats_ = spec.engine.spec_decoder.stats  # type: ignore[union-attr]
+    assert stats_.accepted > 0 and stats_.emitted > stats_.steps  # it did speculate, and it paid
+    if kv_blocks is not None:
+        assert spec.engine.scheduler.num_preemptions > 0
+    manager = spec.engine.block_manager
+    assert manager.num_free_blocks == manager.num_blocks
+
+
+def test_rollback_keeps_block_accounting_exact(tiny_model_dir: Path) -> None:
+    engine = LLMEngine(
+        EngineConfig(
+            model=str(tiny_model_dir),
+            dtype="float32",
+            max_model_len=512,
+            kv_cache_memory=8 << 20,
+            speculative_method="ngram",
+            num_speculative_tokens=7,
+            spec_max_batch_size=64,
+        )
+    )
+    # Greedy random models fall into loops, which the n-gram proposer then predicts (with rejections too).
+    params = SamplingParams(temperature=0, max_tokens=80, ignore_eos=True)
+    for i, prompt in enumerate(mixed_prompts(1)):
+        engine.add_request(str(i), prompt, params)
+    while engine.has_unfinished_requests():
+        engine.step()
+        live = [s for s in engine.scheduler.running] + list(engine.scheduler.waiting)
+        engine.block_manager.check_invariants(live)
+        for seq in engine.scheduler.running:
+            assert seq.num_draft_tokens == 0
+            assert len(seq.block_table) <= engine.block_manager.blocks_for_tokens(seq.num_tokens)
+    assert engine.spec_decoder is not None and engine.spec_decoder.stats.proposed > 0
+    assert engine.block_manager.num_free_blocks == engine.block_manager.num_blocks
+
+
+def test_requests_that_need_plain_decoding_fall_back(tiny_model_dir: Path) -> None:
+    llm = LLM(model=str(tiny_model_dir), dtype="float32", speculative_method="ngram", spec_max_batch_size=64)
+    prompt = [[7, 8, 9] * 10]
+    llm.generate(prompt, SamplingParams(temperature=0, max_tokens=20, logprobs=2, ignore_eos=True))
+    llm.generate(prompt, SamplingParams(temperature=1.0, n=3, max_tokens=20, ignore_eos=True))
+    assert llm.engine.spec_decoder is not None and llm.engine.spec_decoder.stats.proposed == 0
+
+
+VOCAB = 8
+K = 4
+
+
+@pytest.fixture(scope="module")
+def peaky_model(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[int]]:
+    """An 8-token model with a scaled LM head (varied, far-from-uniform next-token distributions) and a prompt
+    made of its own greedy continuation, so n-gram proposals are often, but not always, what it would say."""
+    folder = tmp_path_factory.mktemp("peaky")
+    config = transformers.LlamaConfig(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=128,
+        eos_token_id=None,
+        bos_token_id=None,
+    )
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(config).eval()
+    with torch.no_grad():
+        model.lm_head.weight.mul_(8.0)
+    model.save_pretrained(folder, safe_serialization=True)
+    prompt = [1, 2, 3]
+    with torch.no_grad():
+        for _ in range(29):
+            prompt.append(int(model(torch.tensor([prompt])).logits[0, -1].argmax()))
+    return folder, prompt
+
+
+def exact_joint(folder: Path, prompt: list[int], params: SamplingParams) -> dict[tuple[int, ...], float]:
+    """P(first K tokens) under the target model after the request's sampling transforms, by enumeration."""
+    model = transformers.LlamaForCausalLM.from_pretrained(folder).eval()
+    sampler = Sampler()
+    joint: dict[tuple[int, ...], float] = {(): 1.0}
+    for _ in range(K):
+        prefixes = list(joint)
+        ids = torch.tensor([prompt + list(p) for p in prefixes])
+        with torch.no_grad():
+            logits = model(ids).logits[:, -1, :].float()
+        rows = [
+            SamplingRow(params=params, prompt_token_ids=prompt, output_token_ids=list(p)) for p in prefixes
+        ]
+        probs = sampler.probabilities(logits, SamplingBatch.build(rows, VOCAB, "cpu"))
+        joint = {(*p, t): joint[p] * float(probs[i, t]) for i, p in enumerate(prefixes) for t in range(VOCAB)}
+    return joint
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        SamplingParams(temperature=1.0, max_tokens=K, ignore_eos=True),
+        SamplingParams(temperature=0.7, top_p=0.8, max_tokens=K, ignore_eos=True),
+    ],
+    ids=["t1", "t0.7-top_p0.8"],
+)
+def test_speculative_sampling_is_lossless(
+    peaky_model: tuple[Path, list[int]], params: SamplingParams
+) -> None:
+    """Chi-square goodness of fit of 16k sampled 4-token prefixes against the exact law (power: a 2% total
+    variation error gives a statistic far above the 0.1% critical value)."""
+    samples = 16_000
+    folder, prompt = peaky_model
+    engine = LLMEngine(
+        EngineConfig(
+            model=str(folder),
+            dtype="float32",
+            skip_tokenizer=True,
+            max_num_seqs=256,
+            kv_cache_memory=16 << 20,
+            speculative_method="ngram",
+            num_speculative_tokens=K,
+            spec_max_batch_size=256,
+            seed=1,
+        )
+    )
+    for i in range(samples):
+        engine.add_request(str(i), prompt, params)
+    counts: dict[tuple[int, ...], int] = {}
+    while engine.has_unfinished_requests():
+        for output in engine.step():
+            if output.finished:
+                key = tuple(output.outputs[0].token_ids)
+                counts[key] = counts.get(key, 0) + 1
+    spec = engine.spec_decoder
+    assert spec is not None and spec.stats.accepted > samples // 10  # drafts are accepted...
+    assert spec.stats.accepted < 0.95 * spec.stats.proposed  # ...and rejected, so both branches are tested
+    joint = exact_joint(folder, prompt, params)
+    assert sum(counts.values()) == samples and set(counts) <= {k for k, p in joint.items() if p > 0}
+    # Pool cells expected below 5 samples so the chi-square approximation holds.
+    expected, observed, pooled_e, pooled_o = [], [], 0.0, 0
+    for key, p in joint.items():
+        if p * samples >= 5:
+            expected.append(p * samples)
+            observed.append(counts.get(key, 0))
+        else:
+            pooled_e += p * samples
+            pooled_o += counts.get(key, 0)
+    if pooled_e > 0:
+        expected.append(pooled_e)
+        observed.append(pooled_o)
+    statistic, p_value = stats.chisquare(np.array(observed), np.array(expected) * samples / sum(expected))
+    assert p_value > 1e-3, (statistic, len(expected))
