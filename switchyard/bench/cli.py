@@ -234,7 +234,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except WorkloadError as exc:
         parser.error(str(exc))
     output_dir = args.output_dir or Path("bench-results") / time.strftime("%Y%m%d-%H%M%S")
-    output_dir.mkdir(parents=True, exist_ok=True)
     from switchyard.bench.client import EndpointError
 
     try:
@@ -257,6 +256,7 @@ async def _serve(args: argparse.Namespace, api: str, options: Any, output_dir: P
     shape = LoadShape(args.request_rate, args.burstiness, args.max_concurrency, args.ramp_up, args.seed)
     async with http_client(shape, args.timeout) as client:
         model = await resolve_model(client, base_url, args.api_key, args.model)
+        output_dir.mkdir(parents=True, exist_ok=True)
         target = Target(
             base_url, model, api, args.api_key, args.ignore_eos, args.temperature, args.extra_body
         )

@@ -77,15 +77,33 @@ class PromptText:
     def __post_init__(self) -> None:
         if self.tokenizer is not None:
             special = set(self.tokenizer.get_added_tokens_decoder())
-            self._vocab = [i for i in range(self.tokenizer.get_vocab_size()) if i not in special]
+            # Tokens that decode to printable text on their own: byte pieces of a multi-byte character would
+            # decode to U+FFFD, which re-encodes to three tokens.
+            self._vocab = [
+                i
+                for i in range(self.tokenizer.get_vocab_size())
+                if i not in special and _clean(self.tokenizer.decode([i]))
+            ]
 
     def make(self, length: int) -> str:
         if self.tokenizer is None:
             return " ".join(self.rng.choice(_WORDS) for _ in range(length))
         ids = [self.rng.choice(self._vocab) for _ in range(length)]
-        # Decoding then re-encoding can merge tokens; trim to length so the count holds.
-        text = self.tokenizer.decode(ids)
-        return self.tokenizer.decode(self.tokenizer.encode(text, add_special_tokens=False).ids[:length])
+        # Neighbours can merge when re-encoded: add or trim tokens until the text encodes to `length`.
+        for _ in range(10):
+            text = self.tokenizer.decode(ids)
+            count = len(self.tokenizer.encode(text, add_special_tokens=False).ids)
+            if count == length:
+                break
+            if count < length:
+                ids += [self.rng.choice(self._vocab) for _ in range(length - count)]
+            else:
+                ids = ids[: len(ids) - (count - length)]
+        return text
+
+
+def _clean(piece: str) -> bool:
+    return bool(piece.strip()) and "\ufffd" not in piece and piece.isprintable()
 
 
 def load_tokenizer(path: Path) -> Any:
