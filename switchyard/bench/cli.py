@@ -182,6 +182,18 @@ def add_offline_parser(commands: Any) -> None:
     offline.add_argument(
         "--decode-len", type=_number(int, 0), default=0, help="also time batch-1 decode of this many tokens"
     )
+    offline.add_argument(
+        "--repeats",
+        type=_number(int, 1),
+        default=1,
+        help="alternate the two sides N times, keep each one's best",
+    )
+    offline.add_argument(
+        "--threads",
+        type=_number(int, 1),
+        default=None,
+        help="torch intra-op threads (default: torch's choice)",
+    )
     offline.add_argument("--json", type=Path, default=None, help="also write the results here")
     add_engine_args(offline)
     offline.set_defaults(func=cmd_offline, parser=offline)
@@ -341,17 +353,26 @@ def cmd_offline(args: argparse.Namespace) -> int:
     from switchyard.cli import engine_config_from_args
     from switchyard.llm import LLM
 
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     config = replace(engine_config_from_args(args), skip_tokenizer=True)
     llm = LLM(config=config)
     workload = OfflineWorkload(
         args.num_prompts, args.input_len, args.output_len, args.prefix_len or 0, args.seed
     )
     result = run_offline(
-        llm, workload, baseline=args.baseline, hf_batch_size=args.hf_batch_size, decode_len=args.decode_len
+        llm,
+        workload,
+        baseline=args.baseline,
+        hf_batch_size=args.hf_batch_size,
+        decode_len=args.decode_len,
+        repeats=args.repeats,
     )
     print(
         f"{workload.num_prompts} requests x ({workload.prefix_len} prefix + {workload.input_len} prompt + "
-        f"{workload.output_len} output tokens), dtype {llm.engine.dtype}"
+        f"{workload.output_len} output tokens), dtype {llm.engine.dtype}, best of {args.repeats}"
     )
     print(f"switchyard: {result.switchyard_tok_s:.1f} output tok/s ({result.switchyard_seconds:.1f} s)")
     if result.hf_tok_s:

@@ -125,6 +125,7 @@ def test_offline_with_the_transformers_baseline(tiny_model_dir: Path, tmp_path: 
         [
             *("bench", "offline", "--model", str(tiny_model_dir), "--num-prompts", "4", "--input-len", "12"),
             *("--output-len", "6", "--baseline", "hf", "--hf-batch-size", "2", "--dtype", "float32"),
+            *("--repeats", "2", "--decode-len", "4"),
             *(
                 "--device",
                 "cpu",
@@ -142,6 +143,9 @@ def test_offline_with_the_transformers_baseline(tiny_model_dir: Path, tmp_path: 
     data = json.loads(result.read_text())
     assert data["switchyard_tok_s"] > 0 and data["hf_tok_s"] > 0
     assert data["throughput_ratio"] == pytest.approx(data["switchyard_tok_s"] / data["hf_tok_s"])
+    assert len(data["trials"]) == 2  # alternating runs; the result keeps each side's best
+    assert data["switchyard_tok_s"] == max(t["switchyard_tok_s"] for t in data["trials"])
+    assert data["batch1_ratio"] > 0
 
 
 def test_find_max_rate_converges_on_a_known_capacity(tiny_model_dir: Path, tmp_path: Path) -> None:
