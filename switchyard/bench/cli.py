@@ -11,7 +11,7 @@ import shlex
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -255,13 +255,27 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 2
 
 
+@dataclass
+class _Session:
+    """What one `bench serve` invocation works with once the endpoint answered."""
+
+    args: argparse.Namespace
+    client: Any
+    target: Any
+    options: Any
+    shape: Any
+    output_dir: Path
+    context: list[str]
+
+    def count_at(self, rate: float) -> int:
+        """Sessions in one run: rate × --duration, or --num-prompts."""
+        return max(1, math.ceil(rate * self.args.duration)) if self.args.duration else self.args.num_prompts
+
+
 async def _serve(args: argparse.Namespace, api: str, options: Any, output_dir: Path) -> int:
     from switchyard.bench.client import Target, resolve_model
     from switchyard.bench.load import LoadShape
-    from switchyard.bench.report import write_report
     from switchyard.bench.runner import http_client, run_load
-    from switchyard.bench.search import Probe, find_max_rate
-    from switchyard.bench.summary import format_summary, summarize
     from switchyard.bench.workloads import build_sessions
 
     base_url = _normalise_base_url(args.base_url)
@@ -272,8 +286,9 @@ async def _serve(args: argparse.Namespace, api: str, options: Any, output_dir: P
         target = Target(
             base_url, model, api, args.api_key, args.ignore_eos, args.temperature, args.extra_body
         )
+        command = shlex.join(sys.argv[2:]) if sys.argv[1:2] == ["bench"] else "serve ..."
         context = [
-            f"command: `switchyard bench {shlex.join(sys.argv[2:]) if sys.argv[1:2] == ['bench'] else 'serve'}`",
+            f"command: `switchyard bench {command}`",
             f"endpoint: {base_url} ({api} API), model `{model}`",
             f"workload: {options.name}, input {options.input_len} / output {options.output_len} tokens"
             + (", ignore_eos" if args.ignore_eos else ""),
@@ -281,70 +296,119 @@ async def _serve(args: argparse.Namespace, api: str, options: Any, output_dir: P
         if args.warmup:
             warm = build_sessions(replace(options, seed=options.seed + 1), args.warmup)
             await run_load(client, target, warm, LoadShape(max_concurrency=1), progress=False)
+        session = _Session(args, client, target, options, shape, output_dir, context)
+        await (_search(session) if args.find_max_rate else _run_once(session))
+    return 0
 
-        def count_at(rate: float) -> int:
-            return max(1, math.ceil(rate * args.duration)) if args.duration else args.num_prompts
 
-        if not args.find_max_rate:
-            sessions = build_sessions(options, count_at(shape.request_rate))
-            run = await run_load(client, target, sessions, shape, jsonl=output_dir / "requests.jsonl",
-                                 progress=not args.quiet)  # fmt: skip
-            summary = summarize(run.results, run.duration, request_rate=shape.request_rate,
-                                max_concurrency=shape.max_concurrency, slo=args.slo)  # fmt: skip
-            (output_dir / "summary.json").write_text(json.dumps(summary.to_json(), indent=2))
-            print(format_summary(summary))
-            if not args.no_report:
-                path = write_report(output_dir, title="switchyard bench serve", context=context, summary=summary,
-                                    results=run.results)  # fmt: skip
-                print(f"report: {path}")
-            print(f"per-request results: {output_dir / 'requests.jsonl'}")
-            return 0
+async def _run_once(session: _Session) -> None:
+    from switchyard.bench.report import write_report
+    from switchyard.bench.runner import run_load
+    from switchyard.bench.summary import format_summary, summarize
+    from switchyard.bench.workloads import build_sessions
 
-        runs: dict[float, list[Any]] = {}
+    args, shape, out = session.args, session.shape, session.output_dir
+    sessions = build_sessions(session.options, session.count_at(shape.request_rate))
+    run = await run_load(
+        session.client, session.target, sessions, shape, jsonl=out / "requests.jsonl", progress=not args.quiet
+    )
+    summary = summarize(
+        run.results,
+        run.duration,
+        request_rate=shape.request_rate,
+        max_concurrency=shape.max_concurrency,
+        slo=args.slo,
+    )
+    (out / "summary.json").write_text(json.dumps(summary.to_json(), indent=2))
+    print(format_summary(summary))
+    if not args.no_report:
+        path = write_report(
+            out, title="switchyard bench serve", context=session.context, summary=summary, results=run.results
+        )
+        print(f"report: {path}")
+    print(f"per-request results: {out / 'requests.jsonl'}")
 
-        async def probe(rate: float) -> Probe:
-            probe_shape = replace(shape, request_rate=rate)
-            number = len(runs) + 1
-            sessions = build_sessions(options, count_at(rate))
-            jsonl = output_dir / f"probe-{number:02d}-rate-{rate:.4g}.jsonl"
-            run = await run_load(client, target, sessions, probe_shape, jsonl=jsonl, progress=not args.quiet,
-                                 description=f"probe {number} @ {rate:.3g} req/s")  # fmt: skip
-            summary = summarize(run.results, run.duration, request_rate=rate,
-                                max_concurrency=shape.max_concurrency, slo=args.slo)  # fmt: skip
-            runs[rate] = run.results
-            values = ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in (summary.slo_values or {}).items())
-            print(f"probe {number}: rate {rate:.4g} req/s -> {'met' if summary.slo_met else 'missed'} "
-                  f"({values}; {summary.failed} failed)", flush=True)  # fmt: skip
-            return Probe(rate, bool(summary.slo_met), summary)
 
-        start_rate = 1.0 if math.isinf(args.request_rate) else args.request_rate
-        search = await find_max_rate(probe, start_rate=start_rate, tolerance=args.search_tolerance,
-                                     max_probes=args.max_probes, min_rate=args.min_rate)  # fmt: skip
+async def _search(session: _Session) -> None:
+    """--find-max-rate: every probe a full run of its own (JSONL per probe), then the trace and a report."""
+    from switchyard.bench.client import RequestResult
+    from switchyard.bench.report import write_report
+    from switchyard.bench.runner import run_load
+    from switchyard.bench.search import Probe, find_max_rate
+    from switchyard.bench.summary import format_summary, summarize
+    from switchyard.bench.workloads import build_sessions
+
+    args, shape, out = session.args, session.shape, session.output_dir
+    runs: dict[float, list[RequestResult]] = {}
+
+    async def probe(rate: float) -> Probe:
+        number = len(runs) + 1
+        run = await run_load(
+            session.client,
+            session.target,
+            # Fresh prompts per probe: a repeat of an earlier probe's prompts would hit the prefix cache.
+            build_sessions(
+                replace(session.options, seed=session.options.seed + 1000 * number), session.count_at(rate)
+            ),
+            replace(shape, request_rate=rate),
+            jsonl=out / f"probe-{number:02d}-rate-{rate:.4g}.jsonl",
+            progress=not args.quiet,
+            description=f"probe {number} @ {rate:.3g} req/s",
+        )
+        summary = summarize(
+            run.results, run.duration, request_rate=rate, max_concurrency=shape.max_concurrency, slo=args.slo
+        )
+        runs[rate] = run.results
+        values = ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in (summary.slo_values or {}).items())
+        verdict = "met" if summary.slo_met else "missed"
+        print(
+            f"probe {number}: rate {rate:.4g} req/s -> {verdict} ({values}; {summary.failed} failed)",
+            flush=True,
+        )
+        return Probe(rate, bool(summary.slo_met), summary)
+
+    start_rate = 1.0 if math.isinf(args.request_rate) else args.request_rate
+    search = await find_max_rate(
+        probe,
+        start_rate=start_rate,
+        tolerance=args.search_tolerance,
+        max_probes=args.max_probes,
+        min_rate=args.min_rate,
+    )
     trace = {
         "slo": args.slo.describe(),
         "max_rate": search.max_rate,
         "min_failing_rate": search.min_failing_rate,
         "converged": search.converged,
-        "probes": [{"rate": p.rate, "meets": p.meets, "summary": p.summary.to_json() if p.summary else None}
-                   for p in search.probes],
-    }  # fmt: skip
-    (output_dir / "search.json").write_text(json.dumps(trace, indent=2))
-    best = next((p for p in search.probes if p.rate == search.max_rate), None) or search.probes[-1]
+        "probes": [
+            {"rate": p.rate, "meets": p.meets, "summary": p.summary.to_json() if p.summary else None}
+            for p in search.probes
+        ],
+    }
+    (out / "search.json").write_text(json.dumps(trace, indent=2))
     if search.max_rate is None:
         print(f"no rate down to {args.min_rate:g} req/s met the SLO ({args.slo.describe()})")
     else:
-        print(f"max rate meeting the SLO ({args.slo.describe()}): {search.max_rate:.4g} req/s"
-              + (f"; lowest failing {search.min_failing_rate:.4g}" if search.min_failing_rate else "")
-              + ("" if search.converged else " (not converged)"))  # fmt: skip
+        failing = f"; lowest failing {search.min_failing_rate:.4g}" if search.min_failing_rate else ""
+        converged = "" if search.converged else " (not converged)"
+        print(
+            f"max rate meeting the SLO ({args.slo.describe()}): {search.max_rate:.4g} req/s{failing}{converged}"
+        )
+    best = next((p for p in search.probes if p.rate == search.max_rate), search.probes[-1])
     if best.summary is not None:
         print(format_summary(best.summary))
-        (output_dir / "summary.json").write_text(json.dumps(best.summary.to_json(), indent=2))
+        (out / "summary.json").write_text(json.dumps(best.summary.to_json(), indent=2))
         if not args.no_report:
-            path = write_report(output_dir, title="switchyard bench serve --find-max-rate", context=context,
-                                summary=best.summary, results=runs[best.rate], search=search)  # fmt: skip
+            path = write_report(
+                out,
+                title="switchyard bench serve --find-max-rate",
+                context=session.context,
+                summary=best.summary,
+                results=runs[best.rate],
+                search=search,
+            )
             print(f"report: {path}")
-    print(f"search trace: {output_dir / 'search.json'}")
-    return 0
+    print(f"search trace: {out / 'search.json'}")
 
 
 # --------------------------------------------------------------------------------------------- offline

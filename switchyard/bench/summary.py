@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -61,7 +62,16 @@ class Summary:
     """Requests per second that individually met every SLO term."""
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        """Plain JSON (no Infinity literal): an infinite rate or SLO value is written as the string "inf"."""
+        return _finite(asdict(self))
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    return value
 
 
 def summarize(

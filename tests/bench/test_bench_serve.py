@@ -152,7 +152,7 @@ def test_find_max_rate_converges_on_a_known_capacity(tiny_model_dir: Path, tmp_p
     """One sequence at a time: capacity is 1 / (one request's latency), and the search must bracket it."""
     server = start_server(tiny_model_dir, engine_overrides={"max_num_seqs": 1})
     try:
-        request = ["--base-url", server.base_url, "--input-len", "8", "--output-len", "24", "--ignore-eos"]
+        request = ["--base-url", server.base_url, "--input-len", "20", "--output-len", "24", "--ignore-eos"]
         single = tmp_path / "single"
         args = [*request, "--num-prompts", "5", "--max-concurrency", "1", "--quiet", "--no-report"]
         assert main(["bench", "serve", *args, "--output-dir", str(single)]) == 0
@@ -190,3 +190,5 @@ def test_find_max_rate_converges_on_a_known_capacity(tiny_model_dir: Path, tmp_p
     report = (out / "report.md").read_text()
     assert "Max rate meeting the SLO" in report and (out / "report.png").is_file()
     assert len(list(out.glob("probe-*.jsonl"))) == len(probes)
+    # Each probe sends fresh prompts: none reuses an earlier probe's (its full first block would be cached).
+    assert all(p["summary"]["cached_tokens"] == 0 for p in probes)

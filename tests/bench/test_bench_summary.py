@@ -73,6 +73,8 @@ def test_summary_of_a_recorded_run_matches_hand_computation() -> None:
     assert math.isinf(summary.slo_values["tpot_p90"])
     # Goodput: requests that met both terms alone: #0 (0.1, 0.02), #1 (0.2, 0.04), #2 (0.3, 0.01); #3 misses.
     assert summary.goodput == pytest.approx(3 / 2.0)
+    strict = json.loads(json.dumps(summary.to_json()), parse_constant=lambda name: pytest.fail(name))
+    assert strict["slo_values"]["ttft_p99"] == "inf"
 
 
 def test_slo_without_failures_and_parse_errors() -> None:
