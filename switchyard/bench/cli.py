@@ -53,17 +53,6 @@ def _json_object(text: str) -> dict[str, Any]:
     return value
 
 
-def _add_workload_args(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("workload")
-    group.add_argument(
-        "--input-len", type=_number(int, 1), default=256, help="prompt tokens (per turn for chat)"
-    )
-    group.add_argument("--output-len", type=_number(int, 1), default=128, help="max_tokens per request")
-    group.add_argument(
-        "--prefix-len", type=_number(int, 0), default=None, help="shared prefix tokens (prefix workload: 256)"
-    )
-
-
 def add_serve_parser(commands: Any) -> None:
     serve = commands.add_parser(
         "serve",
@@ -105,7 +94,8 @@ def add_serve_parser(commands: Any) -> None:
         "--duration",
         type=_number(float, 0.0, inclusive=False),
         default=None,
-        help="send rate × duration sessions instead of --num-prompts (needs a finite rate)",
+        help="send rate × duration sessions instead of --num-prompts (needs a finite rate); at low rates "
+        "that is few requests, so a p99 over it says little: prefer --num-prompts there",
     )
     workload.add_argument(
         "--input-len", type=_number(int, 1), default=256, help="prompt tokens (per chat turn)"
@@ -174,7 +164,18 @@ def add_offline_parser(commands: Any) -> None:
     )
     offline.add_argument("--model", required=True, help="HF model folder or bundled model name")
     offline.add_argument("--num-prompts", type=_number(int, 1), default=64)
-    _add_workload_args(offline)
+    offline.add_argument(
+        "--input-len", type=_number(int, 1), default=256, help="prompt tokens after the prefix"
+    )
+    offline.add_argument(
+        "--output-len", type=_number(int, 1), default=128, help="tokens generated per prompt"
+    )
+    offline.add_argument(
+        "--prefix-len",
+        type=_number(int, 0),
+        default=0,
+        help="tokens of a prefix every prompt shares (default 0)",
+    )
     offline.add_argument("--baseline", choices=("none", "hf"), default="none")
     offline.add_argument(
         "--hf-batch-size", type=_number(int, 1), default=16, help="transformers' static batch"
@@ -423,9 +424,7 @@ def cmd_offline(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     config = replace(engine_config_from_args(args), skip_tokenizer=True)
     llm = LLM(config=config)
-    workload = OfflineWorkload(
-        args.num_prompts, args.input_len, args.output_len, args.prefix_len or 0, args.seed
-    )
+    workload = OfflineWorkload(args.num_prompts, args.input_len, args.output_len, args.prefix_len, args.seed)
     result = run_offline(
         llm,
         workload,
