@@ -8,6 +8,8 @@
 
 Models are random-initialised with the Qwen2.5-0.5B shape (no hub needed), built once into --workdir.
 Usage: python benchmarks/offline_throughput.py [--dtypes bfloat16,float32] [--quick]
+The measurements live in switchyard/bench/offline.py (`switchyard bench offline` runs one workload); this
+script adds the bandwidth roofline and the scheduler micro-benchmark that RESULTS.md reports.
 """
 
 from __future__ import annotations
@@ -27,74 +29,14 @@ sys.path.insert(0, str(Path(__file__).parent))
 from shapes import QWEN25_05B, TINY, build_qwen2
 
 from switchyard import LLM, SamplingParams
-
-
-def measure_read_bandwidth(num_bytes: int = 1 << 30, repeats: int = 8) -> float:
-    """Best-of-N bytes/s of summing a tensor much larger than the caches."""
-    x = torch.ones(num_bytes // 4, dtype=torch.float32)
-    x.sum()
-    best = min(_timed(x.sum) for _ in range(repeats))
-    return num_bytes / best
-
-
-def _timed(fn) -> float:  # type: ignore[no-untyped-def]
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
-
-
-def random_prompts(count: int, length: int, vocab: int, seed: int) -> list[list[int]]:
-    generator = torch.Generator().manual_seed(seed)
-    return torch.randint(100, vocab - 100, (count, length), generator=generator).tolist()
-
-
-def switchyard_throughput(llm: LLM, prompts: list[list[int]], output_len: int) -> float:
-    params = SamplingParams(temperature=0, max_tokens=output_len, ignore_eos=True)
-    llm.generate(prompts[:2], SamplingParams(temperature=0, max_tokens=4, ignore_eos=True), use_tqdm=False)
-    start = time.perf_counter()
-    outputs = llm.generate(prompts, params, use_tqdm=False)
-    elapsed = time.perf_counter() - start
-    assert all(len(o.outputs[0].token_ids) == output_len for o in outputs)
-    return len(prompts) * output_len / elapsed
-
-
-def hf_throughput(model, prompts: list[list[int]], output_len: int, batch_size: int) -> float:  # type: ignore[no-untyped-def]
-    model.generate(torch.tensor(prompts[:2]), max_new_tokens=4, min_new_tokens=4, do_sample=False)
-    start = time.perf_counter()
-    for i in range(0, len(prompts), batch_size):
-        batch = torch.tensor(prompts[i : i + batch_size])
-        out = model.generate(
-            batch,
-            attention_mask=torch.ones_like(batch),
-            max_new_tokens=output_len,
-            min_new_tokens=output_len,
-            do_sample=False,
-            pad_token_id=0,
-        )
-        assert out.shape[1] == batch.shape[1] + output_len
-    elapsed = time.perf_counter() - start
-    return len(prompts) * output_len / elapsed
-
-
-def switchyard_decode_rate(llm: LLM, prompt: list[int], output_len: int) -> float:
-    params = SamplingParams(temperature=0, max_tokens=output_len, ignore_eos=True)
-    output = llm.generate([prompt], params, use_tqdm=False)[0]
-    metrics = output.metrics
-    assert metrics is not None and metrics.first_token_time and metrics.finished_time
-    return (output_len - 1) / (metrics.finished_time - metrics.first_token_time)
-
-
-def hf_decode_rate(model, prompt: list[int], output_len: int) -> float:  # type: ignore[no-untyped-def]
-    ids = torch.tensor([prompt])
-    kwargs = dict(do_sample=False, pad_token_id=0)
-    model.generate(ids, max_new_tokens=2, min_new_tokens=2, **kwargs)
-    prefill = min(
-        _timed(lambda: model.generate(ids, max_new_tokens=1, min_new_tokens=1, **kwargs)) for _ in range(3)
-    )
-    total = _timed(
-        lambda: model.generate(ids, max_new_tokens=output_len, min_new_tokens=output_len, **kwargs)
-    )
-    return (output_len - 1) / (total - prefill)
+from switchyard.bench.offline import (
+    hf_decode_rate,
+    hf_throughput,
+    measure_read_bandwidth,
+    random_prompts,
+    switchyard_decode_rate,
+    switchyard_throughput,
+)
 
 
 def scheduler_overhead(workdir: Path, num_seqs: int = 256, steps: int = 50) -> dict[str, float]:
@@ -180,14 +122,13 @@ def main(argv: list[str] | None = None) -> int:
             max_num_batched_tokens=args.max_num_batched_tokens,
             kv_cache_memory=(args.prompt_len + args.output_len + 32) * args.requests * 24 * 2 * 2 * 64 * 4,
         )
-        ours = switchyard_throughput(llm, prompts, args.output_len)
+        ours, _ = switchyard_throughput(llm, prompts, args.output_len)
         decode = switchyard_decode_rate(llm, prompts[0][:32], args.decode_len)
         weight_bytes = llm.engine.kv_budget.weights_bytes  # measured before packing: the bytes a step reads
         del llm
         hf = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).eval()
-        with torch.inference_mode():
-            theirs = hf_throughput(hf, prompts, args.output_len, args.hf_batch)
-            hf_decode = hf_decode_rate(hf, prompts[0][:32], args.decode_len)
+        theirs, _ = hf_throughput(hf, prompts, args.output_len, args.hf_batch)
+        hf_decode = hf_decode_rate(hf, prompts[0][:32], args.decode_len)
         del hf
         entry = {
             "switchyard_tok_s": ours,

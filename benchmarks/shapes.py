@@ -53,3 +53,48 @@ def build_qwen2(folder: Path, shape: dict, dtype: torch.dtype = torch.bfloat16, 
     # Random init has std 0.02 everywhere; this keeps activations in a realistic range without training.
     model.save_pretrained(folder, safe_serialization=True)
     return folder
+
+
+def add_tokenizer(folder: Path, vocab_size: int) -> Path:
+    """Give a random model a tokenizer whose every id decodes to text, so its streams carry one chunk per token.
+
+    The tests' 320-token BPE tokenizer (trained, with a chat template) is padded with plain added tokens up to
+    the model's vocabulary size.
+    """
+    import sys
+
+    if (folder / "tokenizer.json").is_file():
+        return folder
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from tokenizer_factory import build_tokenizer
+
+    build_tokenizer(folder, vocab_size=min(vocab_size, 320))
+    if vocab_size > 320:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+        tokenizer.add_tokens([f"<t{i}>" for i in range(320, vocab_size)])
+        tokenizer.save_pretrained(folder)
+    return folder
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Build a random-initialised model folder of a named shape.")
+    parser.add_argument("shape", choices=("qwen25_05b", "small", "tiny"))
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("--dtype", default="bfloat16")
+    parser.add_argument("--vocab-size", type=int, default=None, help="override the shape's vocabulary")
+    parser.add_argument("--tokenizer", action="store_true", help="add a tokenizer (needed to serve it)")
+    args = parser.parse_args(argv)
+    shape = {"qwen25_05b": QWEN25_05B, "small": SMALL, "tiny": TINY}[args.shape]
+    if args.vocab_size:
+        shape = {**shape, "vocab_size": args.vocab_size}
+    folder = build_qwen2(args.folder, shape, dtype=getattr(torch, args.dtype))
+    if args.tokenizer:
+        add_tokenizer(folder, shape["vocab_size"])
+    print(folder)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

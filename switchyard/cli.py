@@ -239,6 +239,11 @@ DELEGATED_COMMANDS = {
     "train-default": ("switchyard.bundled.train", "train the bundled models from scratch (about 90 minutes)"),
     "eval-default": ("switchyard.bundled.quality", "run the bundled model's quality gate"),
     "demo": ("switchyard.demo", "offline generation demo on a small random-initialised model"),
+    "bench": (
+        "switchyard.bench.cli",
+        "benchmark a served endpoint (`bench serve`) or the engine (`bench offline`)",
+    ),
+    "plan": ("switchyard.plan.cli", "capacity plan: what fits on a device and a decode-step bound"),
 }
 
 

@@ -1,0 +1,1 @@
+"""`switchyard plan`: how much of a model and its KV cache fits on a device, answered by arithmetic alone."""

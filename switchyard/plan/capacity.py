@@ -1,0 +1,216 @@
+"""The capacity arithmetic: parameter counts, weight and KV bytes per device, KV blocks, decode-step bounds.
+
+The KV-per-token formula and the activation floor are the engine's own (`engine/memory.py`), so a plan and the
+budget a real `switchyard serve` computes agree on what one token and one step cost.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from switchyard.engine.memory import analytic_activation_bytes, kv_bytes_per_token
+from switchyard.models.config import ModelArchConfig
+from switchyard.plan.devices import DeviceSpec
+
+DTYPES: dict[str, torch.dtype] = {
+    "float32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+    "fp8": torch.float8_e4m3fn,
+}
+QUANTIZED_WEIGHT_BYTES: dict[str, float] = {"int8": 1.0, "fp8": 1.0, "int4": 0.5}
+"""Bytes per decoder-layer projection weight under weight-only quantization (scales not counted, ~1-3%)."""
+
+
+@dataclass(frozen=True)
+class ParamCounts:
+    """Parameters by how they are stored: quantization applies to `linear` only, as GPTQ/AWQ/FP8 checkpoints do."""
+
+    embedding: int
+    lm_head: int
+    """0 when the LM head is tied to the embedding."""
+    linear: int
+    """Projection weights of the decoder layers (q, k, v, o, gate, up, down)."""
+    other: int
+    """Biases and norms, kept in the model dtype."""
+
+    @property
+    def total(self) -> int:
+        return self.embedding + self.lm_head + self.linear + self.other
+
+
+def count_parameters(config: ModelArchConfig) -> ParamCounts:
+    hidden, q, kv = config.hidden_size, config.q_size, config.kv_size
+    per_layer_linear = hidden * q + 2 * hidden * kv + q * hidden + 3 * hidden * config.intermediate_size
+    per_layer_other = 2 * hidden  # input and post-attention RMSNorm
+    if config.attention_bias:
+        per_layer_other += q + 2 * kv
+    if config.qk_norm:
+        per_layer_other += 2 * config.head_dim
+    embedding = config.vocab_size * hidden
+    return ParamCounts(
+        embedding=embedding,
+        lm_head=0 if config.tie_word_embeddings else embedding,
+        linear=config.num_hidden_layers * per_layer_linear,
+        other=config.num_hidden_layers * per_layer_other + hidden,  # + the final norm
+    )
+
+
+@dataclass(frozen=True)
+class PlanInputs:
+    """Everything a plan depends on, validated by the CLI before it gets here."""
+
+    config: ModelArchConfig
+    model_name: str
+    device: DeviceSpec
+    dtype: str = "bfloat16"
+    kv_dtype: str = "auto"
+    """'auto' = the model dtype."""
+    quantization: str = "none"
+    max_model_len: int | None = None
+    """None = the model's max_position_embeddings."""
+    tensor_parallel: int = 1
+    block_size: int = 16
+    memory_utilization: float = 0.9
+    max_num_batched_tokens: int = 4096
+    """Token budget per step; sizes the activation reserve."""
+    seq_lens: tuple[int, ...] = (1024, 4096)
+    batch_sizes: tuple[int, ...] = (1, 8, 32, 128)
+    context_len: int | None = None
+    """Tokens each sequence holds in the decode-bound table; None = max_model_len // 2."""
+
+
+@dataclass(frozen=True)
+class DecodeBound:
+    batch_size: int
+    context_len: int
+    bytes_per_step: int
+    """Weights plus every sequence's KV cache, read once per decode step (per device)."""
+    step_seconds: float | None
+    tokens_per_s: float | None
+    fits: bool
+    """Whether this many sequences of context_len fit in the KV cache."""
+
+
+@dataclass(frozen=True)
+class CapacityPlan:
+    inputs: PlanInputs
+    params: ParamCounts
+    weights_bytes_per_device: int
+    kv_bytes_per_token_per_device: int
+    kv_heads_per_device: int
+    usable_bytes: int
+    """memory × utilization."""
+    activation_bytes: int
+    kv_budget_bytes: int
+    num_blocks: int
+    max_model_len: int
+    dtype: str
+    """The weights' dtype once 'auto' is resolved."""
+    kv_dtype: str
+    concurrency: dict[int, int]
+    """Sequence length → sequences whose KV fits at once (whole blocks each)."""
+    decode: list[DecodeBound] = field(default_factory=list)
+
+    @property
+    def fits(self) -> bool:
+        """At least one max_model_len sequence fits beside the weights."""
+        return self.num_blocks >= math.ceil(self.max_model_len / self.inputs.block_size)
+
+    @property
+    def kv_cache_tokens(self) -> int:
+        return self.num_blocks * self.inputs.block_size
+
+    def to_dict(self) -> dict[str, Any]:
+        inputs = dataclasses.asdict(self.inputs)
+        inputs["config"] = self.inputs.config.architecture
+        return {
+            "inputs": inputs,
+            "params": {**dataclasses.asdict(self.params), "total": self.params.total},
+            "weights_bytes_per_device": self.weights_bytes_per_device,
+            "kv_bytes_per_token_per_device": self.kv_bytes_per_token_per_device,
+            "kv_heads_per_device": self.kv_heads_per_device,
+            "usable_bytes": self.usable_bytes,
+            "activation_bytes": self.activation_bytes,
+            "kv_budget_bytes": self.kv_budget_bytes,
+            "num_blocks": self.num_blocks,
+            "kv_cache_tokens": self.kv_cache_tokens,
+            "max_model_len": self.max_model_len,
+            "dtype": self.dtype,
+            "kv_dtype": self.kv_dtype,
+            "fits": self.fits,
+            "max_concurrent_seqs": {str(k): v for k, v in self.concurrency.items()},
+            "decode_bounds": [dataclasses.asdict(d) for d in self.decode],
+        }
+
+
+def resolve_dtype(name: str, config: ModelArchConfig) -> str:
+    """'auto' -> the checkpoint's dtype, bfloat16 when it names none we know."""
+    if name == "auto":
+        return config.torch_dtype if config.torch_dtype in DTYPES else "bfloat16"
+    return name
+
+
+def weights_bytes(params: ParamCounts, dtype: torch.dtype, quantization: str, tensor_parallel: int) -> int:
+    """Bytes of weights one device holds: projections and the (vocab-parallel) embedding and LM head split
+    across tensor-parallel ranks, norms replicated."""
+    element = torch.empty((), dtype=dtype).element_size()
+    linear_bytes = params.linear * QUANTIZED_WEIGHT_BYTES.get(quantization, element)
+    sharded = linear_bytes + (params.embedding + params.lm_head) * element
+    return math.ceil(sharded / tensor_parallel) + params.other * element
+
+
+def make_plan(inputs: PlanInputs) -> CapacityPlan:
+    config, tp = inputs.config, inputs.tensor_parallel
+    dtype_name = resolve_dtype(inputs.dtype, config)
+    kv_dtype_name = dtype_name if inputs.kv_dtype == "auto" else inputs.kv_dtype
+    dtype, kv_dtype = DTYPES[dtype_name], DTYPES[kv_dtype_name]
+    max_model_len = inputs.max_model_len or config.max_position_embeddings
+    params = count_parameters(config)
+    weights = weights_bytes(params, dtype, inputs.quantization, tp)
+    # Fewer KV heads than ranks: each rank keeps a replica of one head, as vLLM does.
+    kv_heads = max(1, config.num_key_value_heads // tp)
+    per_token = kv_bytes_per_token(dataclasses.replace(config, num_key_value_heads=kv_heads), kv_dtype)
+    usable = int(inputs.device.memory_bytes * inputs.memory_utilization)
+    activation = analytic_activation_bytes(config, inputs.max_num_batched_tokens, dtype)
+    kv_budget = usable - weights - activation
+    num_blocks = max(kv_budget, 0) // (per_token * inputs.block_size)
+    blocks_of = lambda length: math.ceil(length / inputs.block_size)  # noqa: E731
+    concurrency = {length: num_blocks // blocks_of(length) for length in (*inputs.seq_lens, max_model_len)}
+    context = inputs.context_len or max(1, max_model_len // 2)
+    bandwidth = inputs.device.bandwidth_bytes_per_s
+    decode = []
+    for batch in inputs.batch_sizes:
+        step_bytes = weights + batch * context * per_token
+        seconds = step_bytes / bandwidth if bandwidth else None
+        decode.append(
+            DecodeBound(
+                batch_size=batch,
+                context_len=context,
+                bytes_per_step=step_bytes,
+                step_seconds=seconds,
+                tokens_per_s=batch / seconds if seconds else None,
+                fits=batch * blocks_of(context) <= num_blocks,
+            )
+        )
+    return CapacityPlan(
+        inputs=inputs,
+        params=params,
+        weights_bytes_per_device=weights,
+        kv_bytes_per_token_per_device=per_token,
+        kv_heads_per_device=kv_heads,
+        usable_bytes=usable,
+        activation_bytes=activation,
+        kv_budget_bytes=kv_budget,
+        num_blocks=int(num_blocks),
+        max_model_len=max_model_len,
+        dtype=dtype_name,
+        kv_dtype=kv_dtype_name,
+        concurrency=concurrency,
+        decode=decode,
+    )

@@ -1,0 +1,205 @@
+"""`switchyard plan MODEL --device DEV`: weights, KV per token, KV blocks, concurrency, decode-step bounds."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from switchyard.plan.devices import DEVICE_PRESETS, parse_device
+from switchyard.plan.shapes import NAMED_SHAPES
+
+GiB = 1 << 30
+
+
+def _positive_ints(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not values or any(v <= 0 for v in values):
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return values
+
+
+def _positive_int(text: str) -> int:
+    return _positive_ints(text)[0] if "," not in text else _fail(text)
+
+
+def _fail(text: str) -> int:
+    raise argparse.ArgumentTypeError(f"expected one positive integer, got {text!r}")
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="switchyard plan",
+        description="How much of MODEL fits on a device: weight bytes, KV bytes per token, KV blocks, "
+        "concurrent sequences at given lengths, and a memory-bandwidth lower bound on the decode step. "
+        "Arithmetic only: nothing is loaded or downloaded.",
+    )
+    parser.add_argument(
+        "model",
+        help=f"a model folder, a config.json, or a named shape ({', '.join(NAMED_SHAPES)})",
+    )
+    parser.add_argument(
+        "--device",
+        required=True,
+        help=f"a preset ({', '.join(DEVICE_PRESETS)}), cpu:RAM (e.g. cpu:24g) or a memory size (e.g. 40GiB)",
+    )
+    parser.add_argument(
+        "--bandwidth", type=float, default=None, help="memory read bandwidth in GB/s (overrides the preset's)"
+    )
+    parser.add_argument("--dtype", default="auto", choices=("auto", "float32", "bfloat16", "float16"))
+    parser.add_argument(
+        "--kv-dtype", default="auto", choices=("auto", "float32", "bfloat16", "float16", "fp8")
+    )
+    parser.add_argument(
+        "--quantization",
+        default="none",
+        choices=("none", "int8", "fp8", "int4"),
+        help="weight-only quantization of the decoder projections (embeddings, LM head and norms stay in dtype)",
+    )
+    parser.add_argument("--max-model-len", type=_positive_int, default=None, help="default: the model's")
+    parser.add_argument("--tensor-parallel-size", "-tp", type=_positive_int, default=1)
+    parser.add_argument("--block-size", type=_positive_int, default=16)
+    parser.add_argument(
+        "--memory-utilization",
+        type=_fraction,
+        default=None,
+        help="fraction of memory used (0.9 GPU, 0.5 CPU)",
+    )
+    parser.add_argument(
+        "--max-num-batched-tokens",
+        type=_positive_int,
+        default=None,
+        help="token budget per step, which sizes the activation reserve (4096 GPU, 512 CPU)",
+    )
+    parser.add_argument(
+        "--seq-lens", type=_positive_ints, default=(1024, 4096), help="lengths for the concurrency table"
+    )
+    parser.add_argument("--batch-sizes", type=_positive_ints, default=(1, 8, 32, 128))
+    parser.add_argument(
+        "--context-len", type=_positive_int, default=None, help="tokens per sequence in the decode bound"
+    )
+    parser.add_argument("--json", action="store_true", help="print the plan as JSON")
+    return parser
+
+
+def load_config(model: str):  # type: ignore[no-untyped-def]
+    """A named shape, a folder with config.json, a config.json file, or a bundled model name."""
+    from switchyard.models.config import ModelArchConfig
+
+    if model.lower() in NAMED_SHAPES:
+        return ModelArchConfig.from_dict(NAMED_SHAPES[model.lower()], model)
+    path = Path(model).expanduser()
+    if path.is_file():
+        raw = json.loads(path.read_text())
+        return ModelArchConfig.from_dict(raw, str(path))
+    from switchyard.bundled import resolve_model
+
+    return ModelArchConfig.from_folder(resolve_model(model))
+
+
+def _gib(num: float) -> str:
+    return f"{num / GiB:,.2f} GiB"
+
+
+def render(plan) -> str:  # type: ignore[no-untyped-def]
+    inputs = plan.inputs
+    params = plan.params
+    lines = [
+        f"model {inputs.model_name} ({inputs.config.architecture}), {params.total / 1e9:.3f}B parameters "
+        f"({params.total:,}): embedding {params.embedding:,}, LM head {params.lm_head:,}"
+        f"{' (tied)' if not params.lm_head else ''}, projections {params.linear:,}, norms/biases {params.other:,}",
+        f"device {inputs.device.name}: {_gib(inputs.device.memory_bytes)} x {inputs.memory_utilization:g} = "
+        f"{_gib(plan.usable_bytes)} usable; dtype {plan.dtype}, KV dtype {plan.kv_dtype}, "
+        f"quantization {inputs.quantization}, tensor parallel {inputs.tensor_parallel}",
+        "",
+        f"{'weights per device':<34}{_gib(plan.weights_bytes_per_device):>16}",
+        f"{'activation reserve':<34}{_gib(plan.activation_bytes):>16}"
+        f"   ({inputs.max_num_batched_tokens} tokens per step)",
+        f"{'KV cache budget':<34}{_gib(max(plan.kv_budget_bytes, 0)):>16}",
+        f"{'KV bytes per token per device':<34}{plan.kv_bytes_per_token_per_device:>16,}"
+        f"   (2 x {inputs.config.num_hidden_layers} layers x {plan.kv_heads_per_device} KV heads x "
+        f"{inputs.config.head_dim} head_dim x bytes)",
+        f"{'KV blocks':<34}{plan.num_blocks:>16,}   ({inputs.block_size} tokens each, "
+        f"{plan.kv_cache_tokens:,} tokens)",
+        "",
+        "max concurrent sequences:",
+    ]
+    for length, count in plan.concurrency.items():
+        note = "  (max_model_len)" if length == plan.max_model_len else ""
+        lines.append(f"  {length:>8,} tokens  {count:>10,}{note}")
+    if not plan.fits:
+        lines.append(
+            f"  DOES NOT FIT: not even one {plan.max_model_len}-token sequence fits beside the weights"
+        )
+    lines += [
+        "",
+        f"decode step lower bound from memory bandwidth (context {plan.decode[0].context_len} tokens):",
+    ]
+    if inputs.device.bandwidth_bytes_per_s is None:
+        lines.append("  (bandwidth unknown: pass --bandwidth GB/s)")
+    else:
+        lines.append(f"  bandwidth {inputs.device.bandwidth_bytes_per_s / 1e9:,.0f} GB/s")
+        lines.append(f"  {'batch':>8}  {'GiB read/step':>14}  {'step ms >=':>11}  {'tokens/s <=':>12}")
+        for bound in plan.decode:
+            fits = "" if bound.fits else "  (KV does not fit)"
+            lines.append(
+                f"  {bound.batch_size:>8}  {bound.bytes_per_step / GiB:>14.3f}  {bound.step_seconds * 1e3:>11.3f}"
+                f"  {bound.tokens_per_s:>12,.0f}{fits}"
+            )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        device = parse_device(args.device, args.bandwidth)
+    except ValueError as exc:
+        parser.error(str(exc))
+    from switchyard.errors import SwitchyardError
+
+    try:
+        config = load_config(args.model)
+    except (SwitchyardError, OSError, ValueError) as exc:
+        parser.error(f"cannot read model {args.model!r}: {exc}")
+    from switchyard.plan.capacity import PlanInputs, make_plan
+
+    cpu = device.is_cpu
+    inputs = PlanInputs(
+        config=config,
+        model_name=args.model,
+        device=device,
+        dtype=args.dtype,
+        kv_dtype=args.kv_dtype,
+        quantization=args.quantization,
+        max_model_len=args.max_model_len,
+        tensor_parallel=args.tensor_parallel_size,
+        block_size=args.block_size,
+        memory_utilization=args.memory_utilization or (0.5 if cpu else 0.9),
+        max_num_batched_tokens=args.max_num_batched_tokens or (512 if cpu else 4096),
+        seq_lens=args.seq_lens,
+        batch_sizes=args.batch_sizes,
+        context_len=args.context_len,
+    )
+    plan = make_plan(inputs)
+    print(json.dumps(plan.to_dict(), indent=2) if args.json else render(plan))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,204 @@
+"""Summary statistics, SLO checks, arrival schedules, workloads and the rate search, without a server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from switchyard.bench.client import RequestResult, Target, _output_piece, request_body
+from switchyard.bench.load import LoadShape, arrival_times
+from switchyard.bench.search import Probe, find_max_rate
+from switchyard.bench.slo import parse_slo, request_meets, run_meets, run_values
+from switchyard.bench.summary import summarize
+from switchyard.bench.workloads import TOOLS, WorkloadError, WorkloadOptions, build_sessions
+
+
+def recorded_run() -> list[RequestResult]:
+    """Five requests as a client would have recorded them: four succeeded, one got a 429."""
+    rows = [
+        # ttft, itls, e2e, prompt tokens, output tokens
+        (0.10, [0.02, 0.02, 0.02], 0.16, 10, 4),
+        (0.20, [0.04, 0.04, 0.04], 0.32, 20, 4),
+        (0.30, [0.01], 0.31, 30, 2),
+        (0.40, [0.05, 0.05, 0.05, 0.05], 0.60, 40, 5),
+    ]
+    results = [
+        RequestResult(index=i, session=i, turn=0, start=0.5 * i, ttft=t, itl=itl, e2e=e2e,
+                      prompt_tokens=p, output_tokens=o, cached_tokens=8 if i == 1 else 0)
+        for i, (t, itl, e2e, p, o) in enumerate(rows)
+    ]  # fmt: skip
+    results.append(
+        RequestResult(index=4, session=4, turn=0, start=2.0, error="http_429", error_message="full")
+    )
+    return results
+
+
+def test_summary_of_a_recorded_run_matches_hand_computation() -> None:
+    summary = summarize(
+        recorded_run(), duration=2.0, request_rate=2.5, slo=parse_slo("ttft_p99=0.35,tpot_p90=45ms")
+    )
+    assert (summary.num_requests, summary.completed, summary.failed) == (5, 4, 1)
+    assert summary.errors == {"http_429": 1}
+    assert summary.request_throughput == pytest.approx(4 / 2.0)
+    assert summary.output_token_throughput == pytest.approx((4 + 4 + 2 + 5) / 2.0)
+    assert summary.input_token_throughput == pytest.approx(100 / 2.0)
+    assert summary.cached_tokens == 8
+    # TTFT 0.1, 0.2, 0.3, 0.4: mean 0.25, median 0.25, p90 at rank 0.9 × 3 = 2.7 → 0.3 + 0.7 × 0.1 = 0.37,
+    # p99 at rank 2.97 → 0.397.
+    ttft = summary.ttft
+    assert ttft is not None
+    assert (ttft.count, ttft.mean, ttft.median, ttft.p90, ttft.p99, ttft.max) == pytest.approx(
+        (4, 0.25, 0.25, 0.37, 0.397, 0.4)
+    )
+    # TPOT = (e2e − ttft) / (output − 1): 0.06/3 = 0.02, 0.12/3 = 0.04, 0.01/1 = 0.01, 0.2/4 = 0.05.
+    tpot = summary.tpot
+    assert tpot is not None
+    assert tpot.mean == pytest.approx((0.02 + 0.04 + 0.01 + 0.05) / 4)
+    assert tpot.median == pytest.approx(0.03)  # between 0.02 and 0.04
+    # ITL: every gap of every successful request, 11 samples.
+    itl = summary.itl
+    assert itl is not None and itl.count == 11
+    assert itl.mean == pytest.approx((0.06 + 0.12 + 0.01 + 0.2) / 11)
+    assert itl.median == pytest.approx(0.04)
+    assert summary.e2e is not None and summary.e2e.max == pytest.approx(0.60)
+    # SLO, run level: the failed request counts as infinitely slow, so TTFT p99 over 5 values is infinite.
+    assert summary.slo_values is not None and math.isinf(summary.slo_values["ttft_p99"])
+    assert summary.slo_met is False
+    # TPOT p90 over the four successes and the failure (as inf) is also infinite.
+    assert math.isinf(summary.slo_values["tpot_p90"])
+    # Goodput: requests that met both terms alone: #0 (0.1, 0.02), #1 (0.2, 0.04), #2 (0.3, 0.01); #3 misses.
+    assert summary.goodput == pytest.approx(3 / 2.0)
+    strict = json.loads(json.dumps(summary.to_json()), parse_constant=lambda name: pytest.fail(name))
+    assert strict["slo_values"]["ttft_p99"] == "inf"
+
+
+def test_slo_without_failures_and_parse_errors() -> None:
+    ok = recorded_run()[:4]
+    slo = parse_slo("ttft_p99=400ms, itl_max=0.05, e2e_mean=1")
+    assert [t.limit for t in slo.terms] == pytest.approx([0.4, 0.05, 1.0])
+    values = run_values(ok, slo)
+    assert values["ttft_p99"] == pytest.approx(0.397)
+    assert values["itl_max"] == pytest.approx(0.05)
+    assert values["e2e_mean"] == pytest.approx((0.16 + 0.32 + 0.31 + 0.60) / 4)
+    assert run_meets(ok, slo)
+    assert not run_meets(ok, parse_slo("ttft_median=0.2"))  # median 0.25
+    assert request_meets(ok[0], parse_slo("itl_p99=0.02")) and not request_meets(
+        ok[1], parse_slo("itl_p99=0.02")
+    )
+    for bad in ("ttft=1", "ttft_p42=1", "latency_p99=1", "ttft_p99=fast", "ttft_p99=0", ""):
+        with pytest.raises(ValueError):
+            parse_slo(bad)
+
+
+def test_results_round_trip_through_jsonl(tmp_path: Path) -> None:
+    path = tmp_path / "requests.jsonl"
+    path.write_text("".join(json.dumps(r.to_json()) + "\n" for r in recorded_run()))
+    loaded = [RequestResult.from_json(json.loads(line)) for line in path.read_text().splitlines()]
+    assert summarize(loaded, 2.0, request_rate=2.5) == summarize(recorded_run(), 2.0, request_rate=2.5)
+
+
+def test_arrivals_follow_rate_burstiness_and_ramp() -> None:
+    poisson = arrival_times(LoadShape(request_rate=50.0, seed=1), 20000)
+    gaps = np.diff(poisson)
+    assert np.all(gaps >= 0)
+    assert gaps.mean() == pytest.approx(1 / 50, rel=0.03)
+    assert gaps.std() / gaps.mean() == pytest.approx(1.0, rel=0.05)  # exponential: CV 1
+    regular = np.diff(arrival_times(LoadShape(request_rate=50.0, burstiness=25.0, seed=1), 20000))
+    assert regular.std() / regular.mean() == pytest.approx(1 / 5, rel=0.05)  # gamma k: CV 1/√k
+    assert np.all(arrival_times(LoadShape(), 5) == 0)
+    # Ramp over 10 s to 20 req/s: Λ(10) = 20 × 10 / 2 = 100 arrivals in the ramp, then 20 per second.
+    ramped = arrival_times(LoadShape(request_rate=20.0, ramp_up=10.0, seed=2), 2000)
+    assert np.sum(ramped < 10.0) == pytest.approx(100, abs=30)
+    assert np.sum(ramped < 5.0) == pytest.approx(25, abs=15)  # Λ(5) = 20 × 25 / 20
+    assert np.sum((ramped >= 10.0) & (ramped < 60.0)) == pytest.approx(1000, rel=0.1)
+    for bad in (dict(request_rate=-1.0), dict(burstiness=0.0), dict(max_concurrency=0), dict(ramp_up=-1.0)):
+        with pytest.raises(ValueError):
+            LoadShape(**bad)  # type: ignore[arg-type]
+
+
+def test_search_converges_on_a_known_capacity() -> None:
+    capacity = 7.3
+
+    async def probe(rate: float) -> Probe:
+        return Probe(rate, meets=rate <= capacity)
+
+    result = asyncio.run(find_max_rate(probe, start_rate=1.0, tolerance=0.05, max_probes=20))
+    assert result.converged and result.max_rate is not None and result.min_failing_rate is not None
+    assert result.max_rate <= capacity < result.min_failing_rate
+    assert result.min_failing_rate - result.max_rate <= 0.05 * result.min_failing_rate
+    rates = [p.rate for p in result.probes]
+    assert rates[:4] == [1.0, 2.0, 4.0, 8.0]  # doubling until the first miss, then bisection
+    assert rates[4] == 6.0
+    # Every probe after the first miss lies strictly inside the bracket known at that time.
+    low, high = 4.0, 8.0
+    for p in result.probes[4:]:
+        assert low < p.rate < high
+        low, high = (p.rate, high) if p.meets else (low, p.rate)
+
+    down = asyncio.run(find_max_rate(probe, start_rate=100.0, tolerance=0.05, max_probes=20))
+    assert down.converged and down.max_rate is not None and down.max_rate <= capacity
+    none = asyncio.run(find_max_rate(probe, start_rate=1.0, min_rate=8.0, max_probes=5))
+    assert none.max_rate is None and not none.converged and len(none.probes) == 1
+
+
+def test_workloads(tmp_path: Path) -> None:
+    random_sessions = build_sessions(
+        WorkloadOptions("random", input_len=12, output_len=7, range_ratio=0.5), 50
+    )
+    lengths = [len(s.turns[0].prompt.split()) for s in random_sessions]  # type: ignore[union-attr]
+    assert min(lengths) >= 6 and max(lengths) <= 18 and len(set(lengths)) > 3
+    assert all(3 <= s.turns[0].max_tokens <= 11 for s in random_sessions)
+    assert build_sessions(WorkloadOptions(seed=3), 4) == build_sessions(WorkloadOptions(seed=3), 4)
+
+    prefix = build_sessions(WorkloadOptions("prefix", api="chat", prefix_len=20, num_prefixes=2), 6)
+    systems = [s.turns[0].messages[0]["content"] for s in prefix]
+    assert systems[0] == systems[2] == systems[4] != systems[1] and len(systems[0].split()) == 20
+
+    chat = build_sessions(WorkloadOptions("chat", api="chat", turns=3), 2)
+    assert [len(s.turns) for s in chat] == [3, 3]
+    with pytest.raises(WorkloadError, match="chat API"):
+        build_sessions(WorkloadOptions("chat", api="completions"), 1)
+
+    tools = build_sessions(WorkloadOptions("tools", api="chat", input_len=4), 3)
+    body = request_body(Target("http://x/v1", "m", api="chat", ignore_eos=True), tools[0].turns[0], [])
+    assert body["tools"] == list(TOOLS) and body["tool_choice"] == "auto" and body["ignore_eos"] is True
+    assert body["stream"] and body["stream_options"] == {"include_usage": True}
+
+    dataset = tmp_path / "prompts.jsonl"
+    dataset.write_text(
+        '{"prompt": "hello", "max_tokens": 3}\n\n{"messages": [{"role": "user", "content": "x"}]}\n'
+    )
+    rows = build_sessions(WorkloadOptions("jsonl", api="chat", dataset=dataset), 3)
+    assert (
+        rows[0].turns[0].messages == ({"role": "user", "content": "hello"},)
+        and rows[0].turns[0].max_tokens == 3
+    )
+    assert rows[1].turns[0].messages[0]["content"] == "x" and rows[2] == rows[0]
+    with pytest.raises(WorkloadError, match=":3 has messages"):
+        build_sessions(WorkloadOptions("jsonl", dataset=dataset), 2)
+    dataset.write_text("{not json\n")
+    with pytest.raises(WorkloadError, match=":1 is not JSON"):
+        build_sessions(WorkloadOptions("jsonl", dataset=dataset), 1)
+
+
+def test_prompt_lengths_with_a_tokenizer(tiny_model_dir: Path) -> None:
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(tiny_model_dir / "tokenizer.json"))
+    sessions = build_sessions(WorkloadOptions("random", input_len=40, tokenizer=tiny_model_dir), 5)
+    for session in sessions:
+        count = len(tokenizer.encode(session.turns[0].prompt or "", add_special_tokens=False).ids)
+        assert 36 <= count <= 40  # exact unless the last merges do not settle
+
+
+def test_output_pieces() -> None:
+    assert _output_piece({"text": "hi"}) == "hi" and _output_piece({"text": ""}) is None
+    assert _output_piece({"delta": {"role": "assistant", "content": ""}}) is None  # the chat role chunk
+    assert _output_piece({"delta": {"content": "a"}}) == "a"
+    assert _output_piece({"delta": {"tool_calls": [{"index": 0, "function": {"name": "f"}}]}}) == "f"
+    assert _output_piece({"delta": {"reasoning_content": "hmm"}}) == "hmm"

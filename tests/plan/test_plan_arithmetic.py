@@ -1,0 +1,148 @@
+"""`switchyard plan` against numbers worked out by hand for two published shapes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from switchyard.cli import main
+from switchyard.models.config import ModelArchConfig
+from switchyard.plan.capacity import PlanInputs, count_parameters, make_plan
+from switchyard.plan.devices import parse_device, parse_size
+from switchyard.plan.shapes import NAMED_SHAPES
+
+MiB, GiB = 1 << 20, 1 << 30
+
+
+def shape(name: str) -> ModelArchConfig:
+    return ModelArchConfig.from_dict(NAMED_SHAPES[name])
+
+
+def test_llama3_8b_by_hand() -> None:
+    # Llama-3-8B: 32 layers, hidden 4096, 32 heads x 128, 8 KV heads, intermediate 14336, vocab 128256, untied.
+    embedding = 128256 * 4096  # 525,336,576, and the same again for the untied LM head
+    per_layer = 4096 * 4096 + 2 * 4096 * (8 * 128) + 4096 * 4096 + 3 * 4096 * 14336  # q, k+v, o, gate+up+down
+    assert per_layer == 218_103_808
+    norms = 32 * 2 * 4096 + 4096  # two RMSNorms per layer + the final one
+    params = count_parameters(shape("llama-3-8b"))
+    assert (params.embedding, params.lm_head, params.linear, params.other) == (
+        embedding,
+        embedding,
+        32 * per_layer,
+        norms,
+    )
+    assert params.total == 8_030_261_248  # the published "8.03B"
+
+    plan = make_plan(
+        PlanInputs(shape("llama-3-8b"), "llama-3-8b", parse_device("h100-80g"), max_model_len=8192)
+    )
+    assert plan.dtype == "bfloat16"
+    assert plan.weights_bytes_per_device == 2 * 8_030_261_248 == 16_060_522_496
+    assert plan.kv_bytes_per_token_per_device == 2 * 32 * 8 * 128 * 2 == 131_072
+    usable = int(81559 * MiB * 0.9)  # H100 80GB reports 81559 MiB
+    assert plan.usable_bytes == usable == 76_968_728_985
+    # Activation floor of engine/memory.py at 4096 tokens: per-layer widths in bf16 + fp32 logits.
+    activation = 4096 * (4096 * 4 + 4096 * 3 + 1024 * 4 + 14336 * 4) * 2 + 4096 * 128256 * 4
+    assert plan.activation_bytes == activation == 2_839_543_808
+    kv_budget = usable - 16_060_522_496 - activation
+    assert plan.kv_budget_bytes == kv_budget == 58_068_662_681
+    assert plan.num_blocks == kv_budget // (131_072 * 16) == 27_689
+    assert (
+        plan.concurrency
+        == {1024: 27_689 // 64, 4096: 27_689 // 256, 8192: 27_689 // 512}
+        == {
+            1024: 432,
+            4096: 108,
+            8192: 54,
+        }
+    )
+    batch1 = plan.decode[0]
+    assert (batch1.batch_size, batch1.context_len) == (1, 4096)
+    assert batch1.bytes_per_step == 16_060_522_496 + 4096 * 131_072
+    assert batch1.step_seconds == pytest.approx(16_597_393_408 / 3.35e12)
+    assert [d.fits for d in plan.decode] == [True, True, True, False]  # 128 x 256 blocks > 27,689
+
+
+def test_llama3_8b_int4_and_tensor_parallel() -> None:
+    config = shape("llama-3-8b")
+    int4 = make_plan(PlanInputs(config, "x", parse_device("80GiB"), quantization="int4", max_model_len=8192))
+    # projections at half a byte, embedding + LM head + norms in bf16
+    assert int4.weights_bytes_per_device == 6_979_321_856 // 2 + 2 * 525_336_576 * 2 + 266_240 * 2
+    tp2 = make_plan(PlanInputs(config, "x", parse_device("80GiB"), tensor_parallel=2, max_model_len=8192))
+    assert tp2.kv_heads_per_device == 4
+    assert tp2.kv_bytes_per_token_per_device == 2 * 32 * 4 * 128 * 2
+    assert tp2.weights_bytes_per_device == (16_060_522_496 - 266_240 * 2) // 2 + 266_240 * 2
+    tp16 = make_plan(PlanInputs(config, "x", parse_device("80GiB"), tensor_parallel=16, max_model_len=8192))
+    assert tp16.kv_heads_per_device == 1  # fewer KV heads than ranks: one replicated head each
+
+
+def test_qwen25_05b_by_hand() -> None:
+    # Qwen2.5-0.5B: 24 layers, hidden 896, 14 heads x 64, 2 KV heads, intermediate 4864, vocab 151936, tied,
+    # q/k/v biases.
+    embedding = 151936 * 896
+    per_layer = 896 * 896 + 2 * 896 * 128 + 896 * 896 + 3 * 896 * 4864
+    other = 24 * (2 * 896 + 896 + 2 * 128) + 896  # norms + q/k/v biases, final norm
+    params = count_parameters(shape("qwen2.5-0.5b"))
+    assert (params.embedding, params.lm_head, params.linear, params.other) == (
+        embedding,
+        0,
+        24 * per_layer,
+        other,
+    )
+    assert params.total == 494_032_768  # the published "0.49B"
+
+    plan = make_plan(
+        PlanInputs(
+            shape("qwen2.5-0.5b"),
+            "qwen2.5-0.5b",
+            parse_device("cpu:24g", bandwidth_gbps=40),
+            max_model_len=4096,
+            memory_utilization=0.5,
+            max_num_batched_tokens=512,
+        )
+    )
+    assert plan.weights_bytes_per_device == 2 * 494_032_768
+    assert plan.kv_bytes_per_token_per_device == 2 * 24 * 2 * 64 * 2 == 12_288
+    activation = 512 * (896 * 4 + 896 * 3 + 128 * 4 + 4864 * 4) * 2 + 512 * 151936 * 4
+    assert plan.activation_bytes == activation == 338_034_688
+    kv_budget = 12 * GiB - 988_065_536 - activation
+    assert plan.num_blocks == kv_budget // (12_288 * 16) == 58_791
+    assert plan.concurrency[1024] == 58_791 // 64 == 918
+    assert plan.decode[-1].bytes_per_step == 988_065_536 + 128 * 2048 * 12_288
+    assert plan.decode[-1].tokens_per_s == pytest.approx(128 / (plan.decode[-1].bytes_per_step / 40e9))
+
+    fp8 = make_plan(PlanInputs(shape("qwen2.5-0.5b"), "x", parse_device("a10g-24g"), kv_dtype="fp8"))
+    assert fp8.kv_bytes_per_token_per_device == 2 * 24 * 2 * 64 * 1
+
+
+def test_sizes_and_devices() -> None:
+    assert parse_size("24g") == parse_size("24GiB") == 24 * GiB
+    assert parse_size("80GB") == 80 * 10**9
+    assert parse_size("512MiB") == 512 * MiB
+    assert parse_device("cpu:8g").is_cpu and parse_device("cpu:8g").bandwidth_bytes_per_s is None
+    assert parse_device("h200-141g", bandwidth_gbps=1000).bandwidth_bytes_per_s == 1e12
+    with pytest.raises(ValueError, match="unknown device"):
+        parse_device("tpu-v9")
+
+
+def test_cli_table_json_and_errors(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    assert main(["plan", "qwen2.5-0.5b", "--device", "h100-80g"]) == 0
+    table = capsys.readouterr().out
+    assert "494,032,768" in table and "KV bytes per token per device" in table and "tokens/s" in table
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(NAMED_SHAPES["llama-3-8b"]))
+    assert main(["plan", str(config), "--device", "80GiB", "--json", "--max-model-len", "8192"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["params"]["total"] == 8_030_261_248 and data["kv_bytes_per_token_per_device"] == 131_072
+    assert data["decode_bounds"][0]["tokens_per_s"] is None  # a bare size has no bandwidth
+    for bad, message in [
+        (["qwen2.5-0.5b", "--device", "tpu-v9"], "unknown device"),
+        (["nowhere-model", "--device", "h100-80g"], "cannot read model"),
+        (["qwen2.5-0.5b", "--device", "h100-80g", "-tp", "0"], "positive"),
+        (["qwen2.5-0.5b", "--device", "h100-80g", "--memory-utilization", "2"], "(0, 1]"),
+    ]:
+        with pytest.raises(SystemExit) as exit_info:
+            main(["plan", *bad])
+        assert exit_info.value.code == 2
+        assert message in capsys.readouterr().err
