@@ -78,9 +78,12 @@ class NgramProposer:
             # Latest earlier match whose continuation is non-empty.
             for start in range(length - n - 1, -1, -1):
                 if tokens[start : start + n] == suffix:
-                    follow = tokens[start + n : start + n + k]
-                    if follow:
-                        return follow, None
+                    # Copy what followed the match; a match within the last k tokens means a repeating
+                    # cycle, whose continuation is the cycle itself (copied from the growing proposal).
+                    extended = tokens[:]
+                    for j in range(k):
+                        extended.append(extended[start + n + j])
+                    return extended[length:], None
         return [], None
 
 

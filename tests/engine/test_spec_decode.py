@@ -30,7 +30,8 @@ def test_ngram_proposer_continues_the_latest_match() -> None:
     proposer = NgramProposer(ngram_min=2, ngram_max=3)
     assert proposer.propose([1, 2, 3, 4, 9, 1, 2, 3, 5, 6, 1, 2, 3], 3)[0] == [5, 6, 1]
     assert proposer.propose([1, 2, 3, 4], 3)[0] == []
-    assert proposer.propose([4, 4, 4], 5)[0] == [4]
+    assert proposer.propose([4, 4, 4], 5)[0] == [4, 4, 4, 4, 4]  # a cycle continues as a cycle
+    assert proposer.propose([1, 2, 9, 1, 2], 4)[0] == [9, 1, 2, 9]
 
 
 @pytest.mark.parametrize("kv_blocks", [None, 14])
