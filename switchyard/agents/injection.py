@@ -59,7 +59,9 @@ def missing_scopes(tool: FunctionTool, caller: Caller) -> frozenset[str]:
     return tool.scopes - caller.scopes
 
 
-def approval_reason(tool: FunctionTool, arguments: dict[str, object], tainted: bool, policy: InjectionPolicy) -> str | None:
+def approval_reason(
+    tool: FunctionTool, arguments: dict[str, object], tainted: bool, policy: InjectionPolicy
+) -> str | None:
     """Why this call must wait for a human, or None: the tool's own rule first, then the taint rule."""
     if tool.approval_required(arguments):
         return f"{tool.name} requires approval"

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from switchyard.agents.model import ModelUsage
 
 
-class RunStatus(str, Enum):
+class RunStatus(StrEnum):
     """Why a run stopped; every status keeps the transcript and the partial output."""
 
     COMPLETED = "completed"

@@ -64,7 +64,9 @@ DeltaCallback = Callable[[str], None]
 class ModelClient(Protocol):
     """Anything that answers a chat request; `on_delta`, when given, receives content text as it arrives."""
 
-    async def complete(self, request: ModelRequest, on_delta: DeltaCallback | None = None) -> ModelResponse: ...
+    async def complete(
+        self, request: ModelRequest, on_delta: DeltaCallback | None = None
+    ) -> ModelResponse: ...
 
 
 class OpenAIModelClient:
@@ -102,7 +104,11 @@ class OpenAIModelClient:
                 for c in choice.message.tool_calls or []
                 if c.type == "function"
             ]
-            usage = ModelUsage(reply.usage.prompt_tokens, reply.usage.completion_tokens) if reply.usage else ModelUsage()
+            usage = (
+                ModelUsage(reply.usage.prompt_tokens, reply.usage.completion_tokens)
+                if reply.usage
+                else ModelUsage()
+            )
             return ModelResponse(choice.message.content, calls, usage, choice.finish_reason)
         return await self._stream(kwargs, on_delta)
 

@@ -161,7 +161,9 @@ class Runner:
 
     async def _drive(self, turn: _Turn) -> RunResult:
         state = turn.state
-        with self.tracer.span("run", run_id=state.run_id, agent=state.root_agent, caller=state.caller) as span:
+        with self.tracer.span(
+            "run", run_id=state.run_id, agent=state.root_agent, caller=state.caller
+        ) as span:
             try:
                 result = await self._loop(turn)
             except _RunTimeout:
@@ -276,7 +278,9 @@ class Runner:
                 count = state.call_counts.get(call_signature(call.name, call.arguments), 0)
                 if count >= limits.loop_threshold:
                     return self._finish(
-                        turn, RunStatus.LOOP_DETECTED, f"{call.name} called {count} times with the same arguments"
+                        turn,
+                        RunStatus.LOOP_DETECTED,
+                        f"{call.name} called {count} times with the same arguments",
                     )
         if limits.max_tokens is not None and state.usage.total_tokens >= limits.max_tokens:
             return self._finish(turn, RunStatus.MAX_TOKENS, f"used {state.usage.total_tokens} tokens")
@@ -331,21 +335,30 @@ class Runner:
                 value = _final_adapter(agent.output_type).validate_json(call.arguments or "{}")
             except pydantic.ValidationError as exc:
                 schema = _final_answer_spec(agent.output_type)["function"]["parameters"]
-                return _error(pending, f"Error: invalid final answer: {_errors(exc)}. Schema: {json.dumps(schema)}")
+                return _error(
+                    pending, f"Error: invalid final answer: {_errors(exc)}. Schema: {json.dumps(schema)}"
+                )
             pending.arguments = _final_adapter(agent.output_type).dump_python(value, mode="json")
             return pending
         tool = next((t for t in agent.allowed_tools() if t.name == call.name), None)
         offered = [t.name for t in self._offered(agent, state)]
         if tool is None:
-            return _error(pending, f"Error: unknown tool {call.name!r}. Available tools: {', '.join(offered) or 'none'}.")
+            return _error(
+                pending,
+                f"Error: unknown tool {call.name!r}. Available tools: {', '.join(offered) or 'none'}.",
+            )
         lacking = missing_scopes(tool, Caller(state.caller, frozenset(state.scopes)))
         if lacking:
-            return _error(pending, f"Error: {call.name} is not permitted for this caller (missing scopes: {', '.join(sorted(lacking))}).")
+            return _error(
+                pending,
+                f"Error: {call.name} is not permitted for this caller (missing scopes: {', '.join(sorted(lacking))}).",
+            )
         try:
             pending.arguments = tool.parse_arguments(call.arguments)
         except ToolArgumentsError as exc:
             return _error(
-                pending, f"Error: {exc}. The call was not run. Arguments schema: {json.dumps(tool.parameters)}"
+                pending,
+                f"Error: {exc}. The call was not run. Arguments schema: {json.dumps(tool.parameters)}",
             )
         return pending
 
@@ -410,7 +423,9 @@ class Runner:
                 with self.tracer.span("approval", tool=tool.name, call_id=call.call_id, approved=True):
                     pass
             text, error = await self._execute(turn, tool, call)
-            self._complete(turn, agent, call, text, error=error, untrusted=tool.untrusted_output and not error)
+            self._complete(
+                turn, agent, call, text, error=error, untrusted=tool.untrusted_output and not error
+            )
         waiting = state.approvals()
         if waiting:
             for item in waiting:
@@ -462,7 +477,9 @@ class Runner:
         call.is_error = error
         call.untrusted = untrusted
         turn.state.step += 1
-        self._save(turn, "tool_result", json.dumps({"call_id": call.call_id, "tool": call.name, "result": text}))
+        self._save(
+            turn, "tool_result", json.dumps({"call_id": call.call_id, "tool": call.name, "result": text})
+        )
         turn.emit(ToolResult(agent.name, call.call_id, call.name, text, error))
 
     def _commit_results(self, turn: _Turn, agent: Agent, handoff: Handoff | None) -> None:
@@ -576,7 +593,9 @@ def _is_wrapped(output_type: type[Any]) -> bool:
 def _final_adapter(output_type: type[Any]) -> pydantic.TypeAdapter[Any]:
     if _is_wrapped(output_type):
         return pydantic.TypeAdapter(
-            pydantic.create_model("final_answer", __config__=pydantic.ConfigDict(extra="forbid"), value=(output_type, ...))
+            pydantic.create_model(
+                "final_answer", __config__=pydantic.ConfigDict(extra="forbid"), value=(output_type, ...)
+            )
         )
     return pydantic.TypeAdapter(output_type)
 
@@ -586,7 +605,11 @@ def _final_answer_spec(output_type: type[Any]) -> dict[str, Any]:
     schema.setdefault("additionalProperties", False)
     return {
         "type": "function",
-        "function": {"name": FINAL_ANSWER_TOOL, "description": "Give the final answer.", "parameters": schema},
+        "function": {
+            "name": FINAL_ANSWER_TOOL,
+            "description": "Give the final answer.",
+            "parameters": schema,
+        },
     }
 
 

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from enum import Enum
+from enum import Enum, StrEnum
 from typing import Any
 
 from switchyard.agents.limits import RunStatus
 from switchyard.agents.model import ModelUsage
 
 
-class CallStatus(str, Enum):
+class CallStatus(StrEnum):
     PENDING = "pending"
     """Validated, not yet run."""
     AWAITING_APPROVAL = "awaiting_approval"

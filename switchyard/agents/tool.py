@@ -13,13 +13,13 @@ import json
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any, get_type_hints
 
 import pydantic
 
 
-class SideEffects(str, Enum):
+class SideEffects(StrEnum):
     """Whether a tool only reads or acts on the world; acting tools get extra checks once input is untrusted."""
 
     READ_ONLY = "read_only"
@@ -85,7 +85,9 @@ class FunctionTool:
         try:
             raw = json.loads(text or "{}")
         except json.JSONDecodeError as exc:
-            raise ToolArgumentsError(f"arguments are not valid JSON ({exc.msg} at position {exc.pos})") from None
+            raise ToolArgumentsError(
+                f"arguments are not valid JSON ({exc.msg} at position {exc.pos})"
+            ) from None
         if not isinstance(raw, dict):
             raise ToolArgumentsError("arguments must be a JSON object")
         try:
@@ -134,8 +136,13 @@ def tool(
     scopes: frozenset[str] | set[str] | tuple[str, ...] = (),
     idempotent: bool = False,
     untrusted_output: bool = True,
+    schema: dict[str, Any] | None = None,
 ) -> Any:
-    """Decorator: `@tool` or `@tool(needs_approval=True, side_effects="acting", ...)` over a typed function."""
+    """Decorator: `@tool` or `@tool(needs_approval=True, side_effects="acting", ...)` over a typed function.
+
+    `schema` replaces the advertised parameters schema (e.g. the exact one a model was trained on); the
+    function's signature still validates every call.
+    """
 
     def build(fn: Callable[..., Any]) -> FunctionTool:
         summary, arg_docs = parse_docstring(inspect.getdoc(fn) or "")
@@ -143,7 +150,7 @@ def tool(
         return FunctionTool(
             name=name or fn.__name__,
             description=description or summary,
-            parameters=strict_schema(model),
+            parameters=schema if schema is not None else strict_schema(model),
             function=fn,
             arguments_model=model,
             context_parameter=context_parameter,
@@ -189,7 +196,10 @@ def arguments_model_of(
         if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
             raise TypeError(f"tool {fn.__name__}: *args and **kwargs cannot be described by a JSON schema")
         default = ... if parameter.default is parameter.empty else parameter.default
-        fields[parameter.name] = (annotation, pydantic.Field(default, description=arg_docs.get(parameter.name)))
+        fields[parameter.name] = (
+            annotation,
+            pydantic.Field(default, description=arg_docs.get(parameter.name)),
+        )
     model = pydantic.create_model(  # type: ignore[call-overload]
         f"{fn.__name__}_arguments", __config__=pydantic.ConfigDict(extra="forbid"), **fields
     )
@@ -207,11 +217,7 @@ def strict_schema(model: type[pydantic.BaseModel]) -> dict[str, Any]:
 
 def _drop_titles(node: Any) -> Any:
     if isinstance(node, dict):
-        return {
-            k: _drop_titles(v)
-            for k, v in node.items()
-            if not (k == "title" and isinstance(v, str)) or k == "properties"
-        }
+        return {k: _drop_titles(v) for k, v in node.items() if not (k == "title" and isinstance(v, str))}
     if isinstance(node, list):
         return [_drop_titles(v) for v in node]
     return node

@@ -20,11 +20,15 @@ def say(text: str, input_tokens: int = 10, output_tokens: int = 5) -> ModelRespo
     return ModelResponse(text, [], ModelUsage(input_tokens, output_tokens), "stop")
 
 
-def call(name: str, arguments: dict[str, Any] | str, call_id: str | None = None, **usage: int) -> ModelResponse:
+def call(
+    name: str, arguments: dict[str, Any] | str, call_id: str | None = None, **usage: int
+) -> ModelResponse:
     return calls((name, arguments, call_id), **usage)
 
 
-def calls(*items: tuple[str, dict[str, Any] | str, str | None], input_tokens: int = 10, output_tokens: int = 5) -> ModelResponse:
+def calls(
+    *items: tuple[str, dict[str, Any] | str, str | None], input_tokens: int = 10, output_tokens: int = 5
+) -> ModelResponse:
     requests = [
         ToolCallRequest(
             call_id or f"call_{name}_{index}",
@@ -48,7 +52,9 @@ class ScriptedModel:
         index = sum(1 for m in request.messages if m["role"] == "assistant")
         if index >= len(self.replies):
             if not self.repeat_last:
-                raise AssertionError(f"script has {len(self.replies)} replies; turn {index} asked for another")
+                raise AssertionError(
+                    f"script has {len(self.replies)} replies; turn {index} asked for another"
+                )
             index = len(self.replies) - 1
         reply = self.replies[index]
         response = reply(request) if callable(reply) else reply

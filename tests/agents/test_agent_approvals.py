@@ -63,7 +63,11 @@ def test_approval_pauses_and_resumes_exactly_through_json() -> None:
 def test_rejection_reaches_the_model_and_the_tool_never_runs() -> None:
     outbox: list[str] = []
     send, _, _ = make_tools(outbox)
-    agent = Agent(name="mailer", tools=[send], client=ScriptedModel([call("send_message", {"to": "bo", "text": "x"}), say("ok")]))
+    agent = Agent(
+        name="mailer",
+        tools=[send],
+        client=ScriptedModel([call("send_message", {"to": "bo", "text": "x"}), say("ok")]),
+    )
     runner = Runner()
     paused = runner.run_sync(agent, "message bo")
     paused.state.reject(paused.pending_approvals[0].call_id, "not to bo")
@@ -98,7 +102,10 @@ def test_untrusted_content_is_spotlighted_and_never_in_the_system_role() -> None
     assert tool_message["role"] == "tool"
     assert tool_message["content"].startswith(f"<<untrusted-{nonce}>>\n")
     assert tool_message["content"].endswith(f"<</untrusted-{nonce}>>")
-    assert Runner().run_sync(Agent(name="b", tools=[fetch], client=ScriptedModel([say("x")])), "r").state.nonce != nonce
+    assert (
+        Runner().run_sync(Agent(name="b", tools=[fetch], client=ScriptedModel([say("x")])), "r").state.nonce
+        != nonce
+    )
 
 
 def test_spotlighting_defuses_a_forged_delimiter() -> None:
@@ -143,7 +150,9 @@ def test_allowlist_limits_what_an_agent_may_run() -> None:
     outbox: list[str] = []
     send, save, fetch = make_tools(outbox)
     model = ScriptedModel([call("save_note", {"text": "x"}), say("done")])
-    agent = Agent(name="reader", tools=[send, save, fetch], tool_allowlist=frozenset({"fetch_page"}), client=model)
+    agent = Agent(
+        name="reader", tools=[send, save, fetch], tool_allowlist=frozenset({"fetch_page"}), client=model
+    )
     result = Runner().run_sync(agent, "x")
     assert outbox == [] and "unknown tool 'save_note'" in result.messages[2]["content"]
     assert [t["function"]["name"] for t in model.requests[0].tools] == ["fetch_page"]

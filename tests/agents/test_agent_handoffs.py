@@ -14,13 +14,12 @@ from switchyard.agents import (
     AgentTracer,
     ApprovalRequested,
     GuardrailResult,
-    HandedOff,
     Handoff,
     ModelDelta,
     Price,
     PriceTable,
-    Runner,
     RunFinished,
+    Runner,
     RunStatus,
     ToolCalled,
     ToolResult,
@@ -63,14 +62,18 @@ class Answer(pydantic.BaseModel):
 
 
 def test_structured_output_through_the_final_answer_tool_or_text() -> None:
-    model = ScriptedModel([call("final_answer", {"city": "Oslo"}), call("final_answer", {"city": "Oslo", "celsius": 4})])
+    model = ScriptedModel(
+        [call("final_answer", {"city": "Oslo"}), call("final_answer", {"city": "Oslo", "celsius": 4})]
+    )
     result = Runner().run_sync(Agent(name="w", output_type=Answer, client=model), "weather?")
     assert result.completed and result.final_output == Answer(city="Oslo", celsius=4)
     assert "celsius: Field required" in result.messages[2]["content"]
     text_model = ScriptedModel([say("not json"), say('{"city": "Rome", "celsius": 20}')])
     result = Runner().run_sync(Agent(name="w", output_type=Answer, client=text_model), "weather?")
     assert result.final_output == Answer(city="Rome", celsius=20) and result.turns == 2
-    counted = Runner().run_sync(Agent(name="n", output_type=int, client=ScriptedModel([call("final_answer", {"value": 7})])), "n")
+    counted = Runner().run_sync(
+        Agent(name="n", output_type=int, client=ScriptedModel([call("final_answer", {"value": 7})])), "n"
+    )
     assert counted.final_output == 7
 
 
@@ -80,7 +83,9 @@ def test_streamed_run_reports_deltas_calls_results_approvals_and_the_end() -> No
         """Wipe a disk."""
         return "wiped"
 
-    model = ScriptedModel([call("lookup", {"order": 7}), say("Order 7 has shipped."), call("wipe", {"disk": "c"})])
+    model = ScriptedModel(
+        [call("lookup", {"order": 7}), say("Order 7 has shipped."), call("wipe", {"disk": "c"})]
+    )
     agent = Agent(name="s", tools=[lookup, wipe], client=model)
 
     async def collect(message: str) -> tuple[list[object], object]:
@@ -102,7 +107,12 @@ def test_guardrails_trip_on_input_and_output() -> None:
     def no_secrets(text: str) -> GuardrailResult:
         return GuardrailResult("password" in text, "mentions a password")
 
-    agent = Agent(name="g", input_guardrails=[no_secrets], output_guardrails=[no_secrets], client=ScriptedModel([say("the password is 1234")]))
+    agent = Agent(
+        name="g",
+        input_guardrails=[no_secrets],
+        output_guardrails=[no_secrets],
+        client=ScriptedModel([say("the password is 1234")]),
+    )
     blocked = Runner().run_sync(agent, "my password?")
     assert blocked.status is RunStatus.GUARDRAIL_TRIPPED and blocked.turns == 0
     leaked = Runner().run_sync(agent, "tell me")
@@ -112,7 +122,12 @@ def test_guardrails_trip_on_input_and_output() -> None:
 
 def test_tracing_writes_spans_with_tokens_cost_and_latency(tmp_path: Path) -> None:
     billing = Agent(name="Billing", client=ScriptedModel([say("done")], repeat_last=True))
-    agent = Agent(name="Triage", tools=[lookup], handoffs=[billing], client=ScriptedModel([call("lookup", {"order": 1}), call("transfer_to_billing", {})]))
+    agent = Agent(
+        name="Triage",
+        tools=[lookup],
+        handoffs=[billing],
+        client=ScriptedModel([call("lookup", {"order": 1}), call("transfer_to_billing", {})]),
+    )
     path = tmp_path / "trace.jsonl"
     tracer = AgentTracer.from_config(TraceConfig(jsonl_path=path))
     prices = PriceTable(default=Price(1.0, 2.0))
@@ -122,7 +137,10 @@ def test_tracing_writes_spans_with_tokens_cost_and_latency(tmp_path: Path) -> No
     names = [s["name"] for s in spans]
     assert {"agent.run", "agent.turn", "agent.model_call", "agent.tool_call", "agent.handoff"} <= set(names)
     run = next(s for s in spans if s["name"] == "agent.run")
-    assert run["attributes"]["gen_ai.usage.input_tokens"] == 30 and run["attributes"]["switchyard.status"] == "completed"
+    assert (
+        run["attributes"]["gen_ai.usage.input_tokens"] == 30
+        and run["attributes"]["switchyard.status"] == "completed"
+    )
     assert run["attributes"]["switchyard.cost_usd"] > 0 and run["attributes"]["switchyard.latency_ms"] >= 0
     model_call = next(s for s in spans if s["name"] == "agent.model_call")
     assert model_call["attributes"]["gen_ai.usage.output_tokens"] == 5

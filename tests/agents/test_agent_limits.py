@@ -104,7 +104,9 @@ def test_retry_limit_on_bad_calls() -> None:
 
 
 def test_parallel_calls_run_in_order() -> None:
-    agent = agent_with(calls(("add", {"a": 1, "b": 2}, "c1"), ("add", {"a": 3, "b": 4}, "c2")), say("3 and 7"))
+    agent = agent_with(
+        calls(("add", {"a": 1, "b": 2}, "c1"), ("add", {"a": 3, "b": 4}, "c2")), say("3 and 7")
+    )
     result = Runner().run_sync(agent, "two sums")
     tools = [m for m in result.messages if m["role"] == "tool"]
     assert [m["tool_call_id"] for m in tools] == ["c1", "c2"]
