@@ -22,6 +22,8 @@ class RunStatus(StrEnum):
     LOOP_DETECTED = "loop_detected"
     TOOL_RETRIES_EXHAUSTED = "tool_retries_exhausted"
     GUARDRAIL_TRIPPED = "guardrail_tripped"
+    MODEL_ERROR = "model_error"
+    """The endpoint failed (connection, HTTP error); resume once it is back."""
     RUNNING = "running"
 
 

@@ -211,7 +211,9 @@ class Runner:
         try:
             return await asyncio.wait_for(awaitable, max(remaining, 0.0))
         except TimeoutError:
-            raise _RunTimeout from None
+            if turn.clock.elapsed() >= turn.limits.timeout:
+                raise _RunTimeout from None
+            raise  # a tool's own timeout, inside the run's
 
     # ------------------------------------------------------------------------------------------ model turn
 
@@ -224,7 +226,12 @@ class Runner:
             raise ValueError(f"agent {agent.name!r} has no model client and the runner has no default")
         on_delta = None if turn.emit is ignore else (lambda text: turn.emit(ModelDelta(agent.name, text)))
         with self.tracer.span("model_call", model=agent.model, agent=agent.name) as span:
-            response: ModelResponse = await self._bounded(turn, client.complete(request, on_delta))
+            try:
+                response: ModelResponse = await self._bounded(turn, client.complete(request, on_delta))
+            except _RunTimeout:
+                raise
+            except Exception as exc:  # the endpoint failed: end the run, keeping its state for a resume
+                return self._finish(turn, RunStatus.MODEL_ERROR, f"{type(exc).__name__}: {exc}")
             cost = self.prices.cost(agent.model, response.usage)
             span.set_attribute("gen_ai.request.model", agent.model)
             span.set_attribute("gen_ai.usage.input_tokens", response.usage.input_tokens)

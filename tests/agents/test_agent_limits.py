@@ -111,3 +111,25 @@ def test_parallel_calls_run_in_order() -> None:
     tools = [m for m in result.messages if m["role"] == "tool"]
     assert [m["tool_call_id"] for m in tools] == ["c1", "c2"]
     assert "\n3\n" in tools[0]["content"] and "\n7\n" in tools[1]["content"]
+
+
+def test_a_slow_tool_times_out_alone_and_the_run_goes_on() -> None:
+    @tool(timeout=0.05)
+    async def slow() -> str:
+        """Take too long."""
+        await asyncio.sleep(2)
+        return "late"
+
+    agent = Agent(name="t", tools=[slow], client=ScriptedModel([call("slow", {}), say("gave up")]))
+    result = Runner(limits=RunLimits(timeout=30)).run_sync(agent, "x")
+    assert result.completed and "slow timed out after 0.05 s" in result.messages[2]["content"]
+
+
+def test_a_failing_endpoint_ends_the_run_and_keeps_the_transcript() -> None:
+    def broken(request: ModelRequest) -> ModelResponse:
+        raise ConnectionError("server went away")
+
+    agent = agent_with(call("add", {"a": 1, "b": 2}), broken)
+    result = Runner().run_sync(agent, "x")
+    assert result.status is RunStatus.MODEL_ERROR and "server went away" in result.status_detail
+    assert [m["role"] for m in result.messages] == ["user", "assistant", "tool"]
