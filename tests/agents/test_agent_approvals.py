@@ -156,3 +156,24 @@ def test_allowlist_limits_what_an_agent_may_run() -> None:
     result = Runner().run_sync(agent, "x")
     assert outbox == [] and "unknown tool 'save_note'" in result.messages[2]["content"]
     assert [t["function"]["name"] for t in model.requests[0].tools] == ["fetch_page"]
+
+
+def test_a_paused_run_is_approved_later_from_its_checkpoint(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from switchyard.agents import CheckpointStore
+
+    outbox: list[str] = []
+    send, _, _ = make_tools(outbox)
+    agent = Agent(
+        name="mailer",
+        tools=[send],
+        client=ScriptedModel([call("send_message", {"to": "cy", "text": "x"}), say("ok")]),
+    )
+    paused = Runner(store=CheckpointStore(tmp_path / "runs.db")).run_sync(agent, "message cy")
+    later = Runner(store=CheckpointStore(tmp_path / "runs.db"), agents=[agent])  # e.g. another process
+    state = later.store.load(paused.run_id)  # type: ignore[union-attr]
+    state.approve(state.approvals()[0].call_id)
+    done = later.resume_sync(state)
+    assert done.completed and outbox == ["cy: x"]
+    assert later.resume_sync(paused.run_id).completed and outbox == [
+        "cy: x"
+    ]  # resuming a finished run is a no-op
