@@ -244,6 +244,7 @@ DELEGATED_COMMANDS = {
         "benchmark a served endpoint (`bench serve`) or the engine (`bench offline`)",
     ),
     "plan": ("switchyard.plan.cli", "capacity plan: what fits on a device and a decode-step bound"),
+    "agent": ("switchyard.agents.cli", "agent runtime: `switchyard agent demo` runs a tool-using assistant"),
 }
 
 

@@ -1,0 +1,99 @@
+"""The `Agent` dataclass: what a run needs to know about one assistant, and its handoffs."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from switchyard.agents.guardrails import Guardrail
+from switchyard.agents.model import ModelClient
+from switchyard.agents.tool import FunctionTool
+
+HistoryFilter = Callable[[list[dict[str, Any]]], list[dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """Sampling settings sent with every model call of the agent."""
+
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    """Per call; the run's token budget may lower it further."""
+    seed: int | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    """For the first model call of the agent ("auto", "required", "none" or a named function)."""
+    tool_choice_after_tools: str | dict[str, Any] | None = "auto"
+    """Once a tool result is in the conversation: "auto" by default, so a forced call cannot loop forever."""
+    parallel_tool_calls: bool | None = None
+    extra_body: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Agent:
+    """An assistant: its instructions, tools, model, and where it may hand the conversation over."""
+
+    name: str
+    """Unique within a run (handoffs and checkpoints refer to agents by name)."""
+    instructions: str = "You are a helpful assistant."
+    """The system message; the runtime appends its spotlighting notice and never puts tool output here."""
+    tools: list[FunctionTool] = field(default_factory=list)
+    tool_allowlist: frozenset[str] | None = None
+    """If set, only these of `tools` are offered or run, whatever the model asks for."""
+    model: str = "switchyard-chat"
+    """Model name sent to the endpoint; also the key into the run's price table."""
+    client: ModelClient | None = None
+    """The endpoint; None uses the runner's default client."""
+    settings: ModelSettings = field(default_factory=ModelSettings)
+    output_type: type[Any] | None = None
+    """A pydantic model (or any type pydantic validates) for a structured final answer, offered as a
+    `final_answer` tool so a constraining server enforces its schema."""
+    handoffs: list[Agent | Handoff] = field(default_factory=list)
+    input_guardrails: list[Guardrail] = field(default_factory=list)
+    output_guardrails: list[Guardrail] = field(default_factory=list)
+
+    def allowed_tools(self) -> list[FunctionTool]:
+        if self.tool_allowlist is None:
+            return list(self.tools)
+        return [t for t in self.tools if t.name in self.tool_allowlist]
+
+    def handoff_list(self) -> list[Handoff]:
+        return [h if isinstance(h, Handoff) else Handoff(h) for h in self.handoffs]
+
+
+@dataclass(frozen=True)
+class Handoff:
+    """Exposes a `transfer_to_<agent>` tool; the run continues with `agent` and the (filtered) history."""
+
+    agent: Agent
+    description: str | None = None
+    history_filter: HistoryFilter | None = None
+
+    @property
+    def tool_name(self) -> str:
+        return "transfer_to_" + re.sub(r"[^a-zA-Z0-9_]", "_", self.agent.name).lower()
+
+    def spec(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {
+                "name": self.tool_name,
+                "description": self.description or f"Hand the conversation over to {self.agent.name}.",
+                "parameters": {"type": "object", "properties": {}, "additionalProperties": False},
+            },
+        }
+
+
+def agents_reachable(root: Agent) -> dict[str, Agent]:
+    """Every agent reachable through handoffs, by name (a resumed run finds its current agent here)."""
+    found: dict[str, Agent] = {}
+    pending = [root]
+    while pending:
+        agent = pending.pop()
+        if agent.name in found:
+            continue
+        found[agent.name] = agent
+        pending.extend(h.agent for h in agent.handoff_list())
+    return found

@@ -1,0 +1,83 @@
+"""The demo assistant's tools: the bundled model's own (same names, schemas and offline world) plus an
+acting `send_message` that always needs a human's approval."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from switchyard.agents.agent import Agent, ModelSettings
+from switchyard.agents.model import ModelClient
+from switchyard.agents.tool import FunctionTool, tool
+from switchyard.bundled.entities import TRAIN_ENTITIES
+from switchyard.bundled.tools import CALCULATOR, CONVERT_UNITS, GET_WEATHER, ToolWorld, run_tool
+
+INSTRUCTIONS = "You are a helpful assistant with access to tools."
+"""One of the system prompts the bundled model saw with tools in training."""
+
+
+@dataclass
+class DemoWorld:
+    """The weather table the tools read and the outbox `send_message` writes to."""
+
+    world: ToolWorld = field(default_factory=lambda: ToolWorld.build(TRAIN_ENTITIES, seed=0))
+    outbox: list[str] = field(default_factory=list)
+
+    def a_city(self) -> str:
+        return next(iter(self.world.weather))
+
+
+def demo_tools(state: DemoWorld) -> list[FunctionTool]:
+    rng = random.Random(0)
+
+    def run(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        return run_tool(state.world, name, arguments, rng)
+
+    @tool(description=CALCULATOR["function"]["description"], schema=CALCULATOR["function"]["parameters"])
+    def calculator(expression: str) -> dict[str, Any]:
+        return run("calculator", {"expression": expression})
+
+    @tool(
+        description=CONVERT_UNITS["function"]["description"], schema=CONVERT_UNITS["function"]["parameters"]
+    )
+    def convert_units(value: float, from_unit: str, to_unit: str) -> dict[str, Any]:
+        return run("convert_units", {"value": value, "from_unit": from_unit, "to_unit": to_unit})
+
+    @tool(description=GET_WEATHER["function"]["description"], schema=GET_WEATHER["function"]["parameters"])
+    def get_weather(city: str) -> dict[str, Any]:
+        return run("get_weather", {"city": city})
+
+    @tool(side_effects="acting", needs_approval=True, scopes={"messages:send"})
+    def send_message(to: str, text: str) -> dict[str, Any]:
+        """Send a short message to a person.
+
+        Args:
+            to: The person's name.
+            text: The message.
+        """
+        state.outbox.append(f"to {to}: {text}")
+        return {"status": "sent", "to": to}
+
+    return [calculator, convert_units, get_weather, send_message]
+
+
+def demo_agent(client: ModelClient, model: str, state: DemoWorld, max_tokens: int = 160) -> Agent:
+    return Agent(
+        name="assistant",
+        instructions=INSTRUCTIONS,
+        tools=demo_tools(state),
+        model=model,
+        client=client,
+        settings=ModelSettings(temperature=0.0, max_tokens=max_tokens),
+    )
+
+
+def demo_tasks(state: DemoWorld) -> list[str]:
+    """Requests in the forms the bundled model was trained on, and one that needs approval."""
+    return [
+        "What is 12 * 7?",
+        "Convert 5 km to mi.",
+        f"What's the weather in {state.a_city()}?",
+        "Send a message to Maria saying the report is ready.",
+    ]

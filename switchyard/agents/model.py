@@ -1,0 +1,140 @@
+"""How the runtime reaches a model: one protocol, an OpenAI-compatible client, normalised responses.
+
+The runner depends only on `ModelClient`, so the same loop runs against Switchyard's server, any other
+OpenAI-compatible endpoint, or a scripted model in tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import openai
+
+
+@dataclass
+class ModelUsage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def add(self, other: ModelUsage) -> None:
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+
+
+@dataclass(frozen=True)
+class ToolCallRequest:
+    """One tool call as the model wrote it; `arguments` is raw text, validated later by the tool."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    model: str
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    tool_choice: str | dict[str, Any] | None
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    seed: int | None = None
+    parallel_tool_calls: bool | None = None
+    extra_body: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ModelResponse:
+    content: str | None
+    tool_calls: list[ToolCallRequest]
+    usage: ModelUsage
+    finish_reason: str | None = None
+
+
+DeltaCallback = Callable[[str], None]
+
+
+class ModelClient(Protocol):
+    """Anything that answers a chat request; `on_delta`, when given, receives content text as it arrives."""
+
+    async def complete(
+        self, request: ModelRequest, on_delta: DeltaCallback | None = None
+    ) -> ModelResponse: ...
+
+
+class OpenAIModelClient:
+    """A `ModelClient` over the official `openai` AsyncOpenAI client (Switchyard's server or any other)."""
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        api_key: str = "unused",
+        timeout: float = 120.0,
+        client: openai.AsyncOpenAI | None = None,
+    ) -> None:
+        self.client = client or openai.AsyncOpenAI(
+            base_url=base_url, api_key=api_key, timeout=timeout, max_retries=0
+        )
+
+    async def complete(self, request: ModelRequest, on_delta: DeltaCallback | None = None) -> ModelResponse:
+        kwargs: dict[str, Any] = {"model": request.model, "messages": request.messages}
+        if request.tools:
+            kwargs["tools"] = request.tools
+            if request.tool_choice is not None:
+                kwargs["tool_choice"] = request.tool_choice
+            if request.parallel_tool_calls is not None:
+                kwargs["parallel_tool_calls"] = request.parallel_tool_calls
+        for name in ("temperature", "top_p", "max_tokens", "seed"):
+            if getattr(request, name) is not None:
+                kwargs[name] = getattr(request, name)
+        if request.extra_body:
+            kwargs["extra_body"] = request.extra_body
+        if on_delta is None:
+            reply = await self.client.chat.completions.create(**kwargs)
+            choice = reply.choices[0]
+            calls = [
+                ToolCallRequest(c.id, c.function.name, c.function.arguments or "")
+                for c in choice.message.tool_calls or []
+                if c.type == "function"
+            ]
+            usage = (
+                ModelUsage(reply.usage.prompt_tokens, reply.usage.completion_tokens)
+                if reply.usage
+                else ModelUsage()
+            )
+            return ModelResponse(choice.message.content, calls, usage, choice.finish_reason)
+        return await self._stream(kwargs, on_delta)
+
+    async def _stream(self, kwargs: dict[str, Any], on_delta: DeltaCallback) -> ModelResponse:
+        stream = await self.client.chat.completions.create(
+            stream=True, stream_options={"include_usage": True}, **kwargs
+        )
+        content: list[str] = []
+        calls: dict[int, dict[str, str]] = {}
+        usage = ModelUsage()
+        finish = None
+        async for chunk in stream:
+            if chunk.usage is not None:
+                usage = ModelUsage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
+            if not chunk.choices:
+                continue
+            choice = chunk.choices[0]
+            finish = choice.finish_reason or finish
+            if choice.delta.content:
+                content.append(choice.delta.content)
+                on_delta(choice.delta.content)
+            for piece in choice.delta.tool_calls or []:
+                entry = calls.setdefault(piece.index, {"id": "", "name": "", "arguments": ""})
+                entry["id"] = piece.id or entry["id"]
+                if piece.function is not None:
+                    entry["name"] = piece.function.name or entry["name"]
+                    entry["arguments"] += piece.function.arguments or ""
+        requests = [ToolCallRequest(c["id"], c["name"], c["arguments"]) for _, c in sorted(calls.items())]
+        return ModelResponse("".join(content) or None, requests, usage, finish)

@@ -1,0 +1,80 @@
+"""`switchyard agent demo`: its CLI wiring on a tiny random model, and its tasks on the bundled model.
+
+The bundled-model tests check what the model was trained for (calculator, unit conversion, weather) and skip
+while `switchyard train-default` has not built the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from model_factory import build_hf_model
+from server.harness import MODEL, RunningServer, start_server
+from tokenizer_factory import build_tokenizer
+
+from switchyard.agents import OpenAIModelClient, RunLimits, Runner, RunStatus
+from switchyard.agents.cli import main
+from switchyard.agents.demo import DemoWorld, demo_agent
+from switchyard.bundled import BUNDLED_MODELS, MAIN_MODEL, is_built
+from switchyard.bundled.tools import format_number
+from switchyard.cli import main as switchyard_main
+
+
+def test_agent_command_is_registered(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        switchyard_main(["agent", "demo", "--help"])
+    assert exit_info.value.code == 0 and "--approve" in capsys.readouterr().out
+
+
+def test_demo_runs_against_a_server_given_by_url(
+    tmp_path_factory: pytest.TempPathFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path_factory.mktemp("tiny-llama-demo")
+    build_hf_model("llama", folder, seed=0, max_position_embeddings=2048)
+    build_tokenizer(folder, vocab_size=320)
+    server = start_server(folder, engine_overrides={"max_model_len": 2048, "kv_cache_memory": 32 << 20})
+    try:
+        trace = tmp_path_factory.mktemp("trace") / "spans.jsonl"
+        code = main(["demo", "--base-url", f"{server.base_url}/v1", "--served-model", MODEL, "--task", "What is 2 + 2?",
+                     "--max-turns", "1", "--approve", "no", "--trace-file", str(trace)])  # fmt: skip
+    finally:
+        server.stop()
+    out = capsys.readouterr().out
+    assert code in (0, 1) and "> What is 2 + 2?" in out and "turns=1" in out
+    assert '"name": "agent.run"' in trace.read_text()
+
+
+BUNDLED = BUNDLED_MODELS[MAIN_MODEL]
+needs_bundled = pytest.mark.skipif(
+    not is_built(BUNDLED), reason="bundled model not built (switchyard train-default)"
+)
+
+
+@pytest.fixture(scope="module")
+def bundled_server() -> Iterator[RunningServer]:
+    running = start_server(BUNDLED, engine_overrides={"max_model_len": None, "kv_cache_memory": 64 << 20})
+    yield running
+    running.stop()
+
+
+def _expected(world: DemoWorld, task: str) -> tuple[str, str]:
+    if task.startswith("What is 12"):
+        return "calculator", "84"
+    if task.startswith("Convert"):
+        return "convert_units", format_number(5 * 1000 / 1609.344)
+    return "get_weather", str(world.world.weather[world.a_city()].temperature_c)
+
+
+@needs_bundled
+@pytest.mark.parametrize("which", [0, 1, 2])
+def test_bundled_model_solves_the_demo_tasks(bundled_server: RunningServer, which: int) -> None:
+    world = DemoWorld()
+    task = ["What is 12 * 7?", "Convert 5 km to mi.", f"What's the weather in {world.a_city()}?"][which]
+    tool_name, answer = _expected(world, task)
+    agent = demo_agent(OpenAIModelClient(client=bundled_server.async_client()), MODEL, world)
+    result = Runner(limits=RunLimits(max_turns=4)).run_sync(agent, task)
+    assert result.status is RunStatus.COMPLETED, result.messages
+    called = [c["function"]["name"] for m in result.messages for c in m.get("tool_calls") or []]
+    assert called[:1] == [tool_name]
+    assert answer in str(result.final_output)

@@ -1,0 +1,148 @@
+"""Handoffs, structured final answers, streamed events, guardrails and tracing spans."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pydantic
+from scripted_model import ScriptedModel, call, say
+
+from switchyard.agents import (
+    Agent,
+    AgentTracer,
+    ApprovalRequested,
+    GuardrailResult,
+    Handoff,
+    ModelDelta,
+    Price,
+    PriceTable,
+    RunFinished,
+    Runner,
+    RunStatus,
+    ToolCalled,
+    ToolResult,
+    TraceConfig,
+    tool,
+)
+
+
+@tool
+def lookup(order: int) -> str:
+    """Look up an order."""
+    return f"order {order} shipped"
+
+
+def test_handoff_continues_with_the_other_agent_and_filtered_history() -> None:
+    billing_model = ScriptedModel([say("Billing here: refund issued.")])
+    billing = Agent(name="Billing", instructions="You handle refunds.", client=billing_model)
+
+    def only_user(messages):  # type: ignore[no-untyped-def]
+        return [m for m in messages if m["role"] == "user"]
+
+    triage = Agent(
+        name="Triage",
+        tools=[lookup],
+        handoffs=[Handoff(billing, history_filter=only_user)],
+        client=ScriptedModel([call("transfer_to_billing", {})]),
+    )
+    result = Runner().run_sync(triage, "I want a refund")
+    assert result.completed and result.last_agent == "Billing"
+    assert result.final_output == "Billing here: refund issued."
+    request = billing_model.requests[0]
+    assert request.messages[0]["content"].startswith("You handle refunds.")
+    assert [m["role"] for m in request.messages[1:]] == ["user"]
+    assert "transfer_to_billing" in [t["function"]["name"] for t in triage.client.requests[0].tools]  # type: ignore[union-attr]
+
+
+class Answer(pydantic.BaseModel):
+    city: str
+    celsius: float
+
+
+def test_structured_output_through_the_final_answer_tool_or_text() -> None:
+    model = ScriptedModel(
+        [call("final_answer", {"city": "Oslo"}), call("final_answer", {"city": "Oslo", "celsius": 4})]
+    )
+    result = Runner().run_sync(Agent(name="w", output_type=Answer, client=model), "weather?")
+    assert result.completed and result.final_output == Answer(city="Oslo", celsius=4)
+    assert "celsius: Field required" in result.messages[2]["content"]
+    text_model = ScriptedModel([say("not json"), say('{"city": "Rome", "celsius": 20}')])
+    result = Runner().run_sync(Agent(name="w", output_type=Answer, client=text_model), "weather?")
+    assert result.final_output == Answer(city="Rome", celsius=20) and result.turns == 2
+    counted = Runner().run_sync(
+        Agent(name="n", output_type=int, client=ScriptedModel([call("final_answer", {"value": 7})])), "n"
+    )
+    assert counted.final_output == 7
+
+
+def test_streamed_run_reports_deltas_calls_results_approvals_and_the_end() -> None:
+    @tool(needs_approval=True)
+    def wipe(disk: str) -> str:
+        """Wipe a disk."""
+        return "wiped"
+
+    model = ScriptedModel(
+        [call("lookup", {"order": 7}), say("Order 7 has shipped."), call("wipe", {"disk": "c"})]
+    )
+    agent = Agent(name="s", tools=[lookup, wipe], client=model)
+
+    async def collect(message: str) -> tuple[list[object], object]:
+        stream = Runner().run_streamed(agent, message)
+        events = [event async for event in stream.events()]
+        return events, stream.result
+
+    events, result = asyncio.run(collect("where is order 7?"))
+    kinds = [type(e) for e in events]
+    assert kinds[:2] == [ToolCalled, ToolResult] and ModelDelta in kinds and kinds[-1] is RunFinished
+    assert "".join(e.text for e in events if isinstance(e, ModelDelta)).strip() == "Order 7 has shipped."
+    assert result is events[-1].result  # type: ignore[attr-defined]
+    model.replies = [call("wipe", {"disk": "c"})]
+    events, result = asyncio.run(collect("wipe"))
+    assert any(isinstance(e, ApprovalRequested) for e in events) and result.status is RunStatus.NEEDS_APPROVAL  # type: ignore[attr-defined]
+
+
+def test_guardrails_trip_on_input_and_output() -> None:
+    def no_secrets(text: str) -> GuardrailResult:
+        return GuardrailResult("password" in text, "mentions a password")
+
+    agent = Agent(
+        name="g",
+        input_guardrails=[no_secrets],
+        output_guardrails=[no_secrets],
+        client=ScriptedModel([say("the password is 1234")]),
+    )
+    blocked = Runner().run_sync(agent, "my password?")
+    assert blocked.status is RunStatus.GUARDRAIL_TRIPPED and blocked.turns == 0
+    leaked = Runner().run_sync(agent, "tell me")
+    assert leaked.status is RunStatus.GUARDRAIL_TRIPPED and leaked.final_output is None
+    assert leaked.partial_output == "the password is 1234"  # kept in the transcript for review
+
+
+def test_tracing_writes_spans_with_tokens_cost_and_latency(tmp_path: Path) -> None:
+    billing = Agent(name="Billing", client=ScriptedModel([say("done")], repeat_last=True))
+    agent = Agent(
+        name="Triage",
+        tools=[lookup],
+        handoffs=[billing],
+        client=ScriptedModel([call("lookup", {"order": 1}), call("transfer_to_billing", {})]),
+    )
+    path = tmp_path / "trace.jsonl"
+    tracer = AgentTracer.from_config(TraceConfig(jsonl_path=path))
+    prices = PriceTable(default=Price(1.0, 2.0))
+    Runner(tracer=tracer, prices=prices).run_sync(agent, "refund order 1")
+    tracer.shutdown()
+    spans = [json.loads(line) for line in path.read_text().splitlines()]
+    names = [s["name"] for s in spans]
+    assert {"agent.run", "agent.turn", "agent.model_call", "agent.tool_call", "agent.handoff"} <= set(names)
+    run = next(s for s in spans if s["name"] == "agent.run")
+    assert (
+        run["attributes"]["gen_ai.usage.input_tokens"] == 30
+        and run["attributes"]["switchyard.status"] == "completed"
+    )
+    assert run["attributes"]["switchyard.cost_usd"] > 0 and run["attributes"]["switchyard.latency_ms"] >= 0
+    model_call = next(s for s in spans if s["name"] == "agent.model_call")
+    assert model_call["attributes"]["gen_ai.usage.output_tokens"] == 5
+    assert len({s["trace_id"] for s in spans}) == 1
+    assert all(s["parent_id"] for s in spans if s["name"] != "agent.run")

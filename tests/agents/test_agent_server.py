@@ -1,0 +1,79 @@
+"""A real agent loop against a real Switchyard server on loopback (tiny random model), through the openai client.
+
+The random model's words mean nothing, but with tool_choice "required" the server constrains its reply to a
+schema-valid call, so the loop's shape is deterministic: forced call -> tool result -> answer with "none".
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+from model_factory import build_hf_model
+from server.harness import MODEL, RunningServer, start_server
+from tokenizer_factory import build_tokenizer
+
+from switchyard.agents import Agent, ModelSettings, OpenAIModelClient, Runner, RunStatus, ToolCalled, tool
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    folder = tmp_path_factory.mktemp("tiny-llama-agents")
+    build_hf_model("llama", folder, seed=0, max_position_embeddings=1024)
+    build_tokenizer(folder, vocab_size=320)
+    running = start_server(folder, engine_overrides={"max_model_len": 1024, "kv_cache_memory": 16 << 20})
+    yield running
+    running.stop()
+
+
+@tool
+def shelf(row: int) -> str:
+    """Which books stand on a shelf row.
+
+    Args:
+        row: Row number, 0 to 9.
+    """
+    return f"row {row}: atlases"
+
+
+def test_forced_call_then_answer_through_a_real_server(server: RunningServer) -> None:
+    seen: list[int] = []
+
+    @tool
+    def counted(row: int) -> str:
+        """Count a row."""
+        seen.append(row)
+        return "ok"
+
+    settings = ModelSettings(
+        temperature=1.0, seed=3, max_tokens=40, tool_choice="required", tool_choice_after_tools="none",
+        parallel_tool_calls=False,
+    )  # fmt: skip
+    agent = Agent(
+        name="librarian", model=MODEL, tools=[counted], settings=settings,
+        client=OpenAIModelClient(client=server.async_client()),
+    )  # fmt: skip
+    result = Runner().run_sync(agent, "Which books are on row 3?")
+    assert result.status is RunStatus.COMPLETED, result.status_detail
+    assert [m["role"] for m in result.messages] == ["user", "assistant", "tool", "assistant"]
+    assert len(seen) == 1 and isinstance(seen[0], int)  # dispatched once, with schema-valid arguments
+    assert result.turns == 2 and result.usage.input_tokens > 0 and result.usage.output_tokens > 0
+    assert isinstance(result.final_output, str)
+
+
+def test_streamed_run_through_a_real_server(server: RunningServer) -> None:
+    settings = ModelSettings(
+        temperature=0.0, max_tokens=30, tool_choice="required", tool_choice_after_tools="none"
+    )
+    agent = Agent(
+        name="librarian", model=MODEL, tools=[shelf], settings=settings,
+        client=OpenAIModelClient(client=server.async_client()),
+    )  # fmt: skip
+
+    async def collect():  # type: ignore[no-untyped-def]
+        stream = Runner().run_streamed(agent, "Which books are on row 3?")
+        return [event async for event in stream.events()], stream.result
+
+    events, result = asyncio.run(collect())
+    assert result.completed and any(isinstance(e, ToolCalled) and e.tool == "shelf" for e in events)
