@@ -643,6 +643,8 @@ class LLMEngine:
             request = seq.request
             touched.append(request)
             try:
+                if seq.grammar is not None and self._structured is not None:
+                    self._mask_verified_positions(seq.grammar, drafts, logits)
                 emitted, accepted = spec.verify(seq, drafts, logits)
                 # KV is valid up to the last accepted draft; the bonus token is computed next step.
                 seq.num_computed_tokens = seq.num_tokens + accepted
@@ -659,6 +661,20 @@ class LLMEngine:
             if request.timing.first_token is None:
                 request.timing.first_token = stamp
         return touched
+
+    def _mask_verified_positions(
+        self, grammar: GrammarMatcher, drafts: list[int], logits: torch.Tensor
+    ) -> None:
+        """Row i of `logits` gets the grammar's mask after drafts[:i] (drafts were checked at proposal time)."""
+        assert self._structured is not None
+        backend = self._structured.backend
+        bitmask = backend.allocate_bitmask(len(drafts) + 1)
+        for i, token in enumerate([*drafts, None]):
+            backend.fill_bitmask([grammar], bitmask, [i])
+            if token is not None and not grammar.accept_token(token):
+                raise RuntimeError(f"draft token {token} violates the request's grammar")
+        grammar.rollback(len(drafts))
+        backend.apply_bitmask(logits, bitmask, list(range(len(drafts) + 1)))
 
     def _record_prompt_logprobs(self, result: ForwardResult) -> None:
         for seq_id, (first, logits) in result.prompt_logits.items():

@@ -19,8 +19,11 @@ Flow inside `LLMEngine.step()` (see engine.py):
    accepted position (their KV slots are simply overwritten later) and blocks past the sequence's end return to
    the free list.
 
-Falls back to plain decoding for requests with n > 1, logprobs, prompt logprobs or a grammar, and for the
-whole step when more than `max_batch_size` sequences are running (speculation stops paying once the batch makes
+With a grammar (structured outputs), a proposal is cut at its first token the grammar forbids, and each
+verified position's logits are masked by the grammar state after the drafts before it, so verification
+samples from the constrained distribution.
+
+Falls back to plain decoding for requests with n > 1, logprobs or prompt logprobs, and for the whole step when more than `max_batch_size` sequences are running (speculation stops paying once the batch makes
 the step compute-bound; see benchmarks/RESULTS.md).
 """
 
@@ -120,7 +123,6 @@ class SpecDecoder:
             params.n == 1
             and params.logprobs is None
             and params.prompt_logprobs is None
-            and seq.grammar is None
             and seq.num_computed_tokens == seq.num_tokens - 1
             and seq.num_output_tokens > 0
         )
@@ -131,7 +133,16 @@ class SpecDecoder:
         if k < 1:
             return []
         drafts, _ = self.proposer.propose(seq.token_ids, k)
-        return drafts[:k]
+        drafts = drafts[:k]
+        if seq.grammar is not None:  # cut the proposal at its first token the grammar forbids
+            valid = 0
+            for token in drafts:
+                if not seq.grammar.accept_token(token):
+                    break
+                valid += 1
+            seq.grammar.rollback(valid)
+            drafts = drafts[:valid]
+        return drafts
 
     def verify(self, seq: Sequence, drafts: list[int], logits: torch.Tensor) -> tuple[list[int], int]:
         """The tokens to emit after verifying `drafts` against target `logits` ([len(drafts) + 1, vocab]),

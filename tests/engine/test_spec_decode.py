@@ -203,3 +203,39 @@ def test_speculative_sampling_is_lossless(
         observed.append(pooled_o)
     statistic, p_value = stats.chisquare(np.array(observed), np.array(expected) * samples / sum(expected))
     assert p_value > 1e-3, (statistic, len(expected))
+
+
+def test_speculation_with_a_grammar_keeps_outputs_valid_and_identical(tiny_model_dir: Path) -> None:
+    import json
+
+    import jsonschema
+
+    from switchyard.engine.structured import StructuredOutputsParams
+
+    schema = {
+        "type": "object",
+        "properties": {"items": {"type": "array", "items": {"enum": ["ab", "cd"]}, "maxItems": 30}},
+        "required": ["items"],
+    }
+    spec_params = StructuredOutputsParams(json=schema)
+    prompts = mixed_prompts(2)
+    common = dict(model=str(tiny_model_dir), dtype="float32", max_model_len=512, kv_cache_memory=32 << 20)
+    plain = LLM(**common)  # type: ignore[arg-type]
+    spec = LLM(**common, speculative_method="ngram", spec_max_batch_size=64)  # type: ignore[arg-type]
+    greedy = SamplingParams(temperature=0, max_tokens=150, structured_outputs=spec_params)
+    expected = [o.outputs[0].token_ids for o in plain.generate(prompts, greedy)]
+    assert [o.outputs[0].token_ids for o in spec.generate(prompts, greedy)] == expected
+    sampled = [
+        SamplingParams(temperature=1.0, seed=i, max_tokens=150, structured_outputs=spec_params)
+        for i in range(len(prompts))
+    ]
+    tokenizer = spec.engine.tokenizer
+    for output in spec.generate(prompts, sampled):
+        completion = output.outputs[0]
+        if completion.finish_reason == "stop":
+            # Decode the output alone: these random-id prompts can end inside a UTF-8 character, which the
+            # incremental detokenizer then completes with replacement characters at the start of the text.
+            text = tokenizer.decode(completion.token_ids, skip_special_tokens=True)
+            jsonschema.validate(json.loads(text), schema)
+    stats_ = spec.engine.spec_decoder.stats  # type: ignore[union-attr]
+    assert stats_.accepted > 0
