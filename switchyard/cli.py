@@ -56,9 +56,15 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--speculative-method",
-        choices=("ngram",),
+        choices=("ngram", "draft"),
         default=None,
-        help="speculative decoding: ngram (prompt lookup; no extra model). Default: off",
+        help="speculative decoding: ngram (prompt lookup; no extra model) or draft (a small model with the same "
+        "tokenizer, --speculative-model). Default: off",
+    )
+    group.add_argument(
+        "--speculative-model",
+        default=None,
+        help="draft model folder or bundled name (default with the bundled model: switchyard-chat-draft)",
     )
     group.add_argument("--num-speculative-tokens", type=int, default=4, help="tokens proposed per step (4)")
     group.add_argument(
@@ -95,6 +101,7 @@ def engine_config_from_args(args: argparse.Namespace):  # type: ignore[no-untype
         tenant_weights=getattr(args, "tenant_weights", None) or {},
         structured_outputs_backend=args.structured_outputs_backend,
         speculative_method=args.speculative_method,
+        speculative_model=args.speculative_model,
         num_speculative_tokens=args.num_speculative_tokens,
         spec_max_batch_size=args.spec_max_batch_size,
     )

@@ -46,7 +46,9 @@ class EngineConfig:
     structured_outputs_backend: str = "xgrammar"
     """Grammar library for structured outputs: xgrammar, or llguidance when installed."""
     speculative_method: str | None = None
-    """Speculative decoding: None (off) or "ngram" (prompt lookup)."""
+    """Speculative decoding: None (off), "ngram" (prompt lookup) or "draft" (a small draft model)."""
+    speculative_model: str | None = None
+    """Draft model folder or bundled name for "draft" (default: the bundled draft with the bundled model)."""
     num_speculative_tokens: int = 4
     spec_max_batch_size: int = 8
     """No speculation in steps with more running sequences than this (it stops paying)."""

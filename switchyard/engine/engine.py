@@ -16,10 +16,11 @@ from pathlib import Path
 
 import torch
 
-from switchyard.bundled import resolve_model
+from switchyard.bundled import DRAFT_MODEL, MAIN_MODEL, resolve_model
 from switchyard.config import EngineConfig
 from switchyard.engine.block_manager import BlockManager
 from switchyard.engine.detokenizer import IncrementalDetokenizer
+from switchyard.engine.draft_proposer import DraftModelProposer
 from switchyard.engine.memory import (
     KVCacheBudget,
     analytic_activation_bytes,
@@ -59,6 +60,11 @@ from switchyard.models.packed_linear import can_pack, pack_linear_layers
 from switchyard.models.tokenizer import eos_token_ids, load_generation_defaults, load_tokenizer
 
 logger = logging.getLogger(__name__)
+
+
+def default_draft_model(model: str) -> str | None:
+    """The bundled draft for the bundled main model; other models need --speculative-model."""
+    return DRAFT_MODEL if model == MAIN_MODEL else None
 
 
 def resolve_model_path(name_or_path: str) -> Path:
@@ -148,13 +154,29 @@ class LLMEngine:
         self.num_generated_tokens = 0
         self.num_prompt_tokens = 0
         self.spec_decoder: SpecDecoder | None = None
+        self._draft_probs: dict[int, torch.Tensor] = {}
+        """Draft distributions of this step's proposals (draft-model method, sampled requests only)."""
         if config.speculative_method is not None:
             spec_config = SpecDecodeConfig(
                 method=config.speculative_method,
+                draft_model=config.speculative_model or default_draft_model(config.model),
                 num_speculative_tokens=config.num_speculative_tokens,
                 max_batch_size=config.spec_max_batch_size,
             )
-            self.spec_decoder = SpecDecoder(spec_config, self.sampler)
+            draft = None
+            if spec_config.method == "draft":
+                assert spec_config.draft_model is not None
+                draft = DraftModelProposer(
+                    resolve_model_path(spec_config.draft_model),
+                    target_vocab_size=arch.vocab_size,
+                    dtype=self.dtype,
+                    device=self.device,
+                    num_blocks=self.kv_budget.num_blocks,
+                    block_size=config.block_size,
+                    max_positions=self.max_model_len,
+                    sampler=self.sampler,
+                )
+            self.spec_decoder = SpecDecoder(spec_config, self.sampler, draft)
         self._structured: StructuredOutputManager | None = None
         self._awaiting_grammar: dict[str, tuple[Request, Future[CompiledGrammar]]] = {}
         """Requests whose grammar is compiling; they enter the scheduler when it is ready."""
@@ -590,23 +612,29 @@ class LLMEngine:
             seq.num_tokens - seq.num_computed_tokens for seq in running
         )
         spare_blocks = manager.num_free_blocks - sum(manager.blocks_needed(seq, 1) for seq in running)
-        speculating = []
+        candidates = []
         for seq in running:
-            if spare_tokens <= 0 or not spec.eligible(seq):
+            if not spec.eligible(seq):
                 continue
             room = min(
-                spare_tokens,
                 seq.request.max_tokens - seq.num_output_tokens - 1,  # leave room for the bonus token
                 self.max_model_len - seq.num_tokens - 1,
             )
-            drafts = spec.propose(seq, room)
-            if not drafts:
+            candidates.append((seq, room))
+        proposals = spec.propose(candidates, {seq.seq_id for seq in running}) if candidates else {}
+        speculating = []
+        for seq, _ in candidates:
+            if seq.seq_id not in proposals or spare_tokens <= 0:
                 continue
+            drafts, probs = proposals[seq.seq_id]
+            drafts = drafts[:spare_tokens]
             extra_blocks = manager.blocks_needed(seq, 1 + len(drafts)) - manager.blocks_needed(seq, 1)
             if extra_blocks > spare_blocks:
                 continue  # speculation must never cause a preemption
             seq.token_ids.extend(drafts)
             seq.num_draft_tokens = len(drafts)
+            if probs is not None:
+                self._draft_probs[seq.seq_id] = probs[: len(drafts)]
             spare_tokens -= len(drafts)
             spare_blocks -= extra_blocks
             speculating.append(seq)
@@ -624,6 +652,7 @@ class LLMEngine:
                 continue
             del seq.token_ids[-drafts:]
             seq.num_draft_tokens = 0
+            self._draft_probs.pop(seq.seq_id, None)
             if index is not None:
                 plan.scheduled[index] = (seq, 1)
         return frozenset(verifying)
@@ -645,7 +674,7 @@ class LLMEngine:
             try:
                 if seq.grammar is not None and self._structured is not None:
                     self._mask_verified_positions(seq.grammar, drafts, logits)
-                emitted, accepted = spec.verify(seq, drafts, logits)
+                emitted, accepted = spec.verify(seq, drafts, logits, self._draft_probs.pop(seq_id, None))
                 # KV is valid up to the last accepted draft; the bonus token is computed next step.
                 seq.num_computed_tokens = seq.num_tokens + accepted
                 for token in emitted:
@@ -751,6 +780,8 @@ class LLMEngine:
     def _finish(self, seq: Sequence, reason: FinishReason, stop_reason: str | int | None = None) -> None:
         if seq.status in (SequenceStatus.WAITING, SequenceStatus.RUNNING):
             self.scheduler.remove(seq)
+        if self.spec_decoder is not None and self.spec_decoder.draft is not None:
+            self.spec_decoder.draft.release(seq.seq_id)
         seq.status = SequenceStatus.FINISHED
         seq.finish_reason = reason
         seq.stop_reason = stop_reason

@@ -35,6 +35,7 @@ from typing import Protocol
 
 import torch
 
+from switchyard.engine.draft_proposer import DraftModelProposer
 from switchyard.engine.sampler import Sampler, SamplingBatch, SamplingRow
 from switchyard.engine.sequence import Sequence
 
@@ -42,7 +43,9 @@ from switchyard.engine.sequence import Sequence
 @dataclass(frozen=True)
 class SpecDecodeConfig:
     method: str = "ngram"
-    """`ngram` (prompt lookup) for now; a draft-model proposer plugs in through `Proposer`."""
+    """`ngram` (prompt lookup, no extra model) or `draft` (a small model with the same tokenizer)."""
+    draft_model: str | None = None
+    """The draft model's folder (or bundled name) for method `draft`."""
     num_speculative_tokens: int = 4
     ngram_max: int = 4
     """Longest suffix n-gram looked up in the sequence's history."""
@@ -51,8 +54,10 @@ class SpecDecodeConfig:
     """Above this many running sequences, no speculation (it stops paying once the step is compute-bound)."""
 
     def __post_init__(self) -> None:
-        if self.method != "ngram":
-            raise ValueError(f"unknown speculative method {self.method!r}; supported: ngram")
+        if self.method not in ("ngram", "draft"):
+            raise ValueError(f"unknown speculative method {self.method!r}; supported: ngram, draft")
+        if self.method == "draft" and not self.draft_model:
+            raise ValueError("speculative method 'draft' needs a draft model (--speculative-model)")
         if self.num_speculative_tokens < 1:
             raise ValueError("num_speculative_tokens must be >= 1")
         if not 1 <= self.ngram_min <= self.ngram_max:
@@ -110,10 +115,13 @@ class SpecDecodeStats:
 
 
 class SpecDecoder:
-    def __init__(self, config: SpecDecodeConfig, sampler: Sampler) -> None:
+    def __init__(
+        self, config: SpecDecodeConfig, sampler: Sampler, draft: DraftModelProposer | None = None
+    ) -> None:
         self.config = config
         self.sampler = sampler
         self.proposer: Proposer = NgramProposer(config.ngram_min, config.ngram_max)
+        self.draft = draft
         self.stats = SpecDecodeStats()
 
     @staticmethod
@@ -127,26 +135,41 @@ class SpecDecoder:
             and seq.num_output_tokens > 0
         )
 
-    def propose(self, seq: Sequence, room: int) -> list[int]:
-        """Draft tokens for seq (at most `room`, which leaves space for the bonus token)."""
-        k = min(self.config.num_speculative_tokens, room)
-        if k < 1:
-            return []
-        drafts, _ = self.proposer.propose(seq.token_ids, k)
-        drafts = drafts[:k]
-        if seq.grammar is not None:  # cut the proposal at its first token the grammar forbids
-            valid = 0
-            for token in drafts:
-                if not seq.grammar.accept_token(token):
-                    break
-                valid += 1
-            seq.grammar.rollback(valid)
-            drafts = drafts[:valid]
-        return drafts
+    def propose(
+        self, requests: list[tuple[Sequence, int]], live_seq_ids: set[int]
+    ) -> dict[int, tuple[list[int], torch.Tensor | None]]:
+        """seq_id -> (draft tokens, their draft distributions or None) for each (sequence, room) pair; room
+        leaves space for the bonus token. Proposals are cut at their first token a grammar forbids.
+        `live_seq_ids` are the running sequences: draft state of any other is released."""
+        wanted = [(seq, min(self.config.num_speculative_tokens, room)) for seq, room in requests]
+        wanted = [(seq, k) for seq, k in wanted if k >= 1]
+        if self.draft is not None:
+            self.draft.release_finished(live_seq_ids | {seq.seq_id for seq, _ in wanted})
+            found = {i: (p.tokens, p.probs) for i, p in self.draft.propose(wanted).items()}
+        else:
+            found = {seq.seq_id: self.proposer.propose(seq.token_ids, k) for seq, k in wanted}
+        out = {}
+        for seq, k in wanted:
+            drafts, probs = found.get(seq.seq_id, ([], None))
+            drafts = drafts[:k]
+            if seq.grammar is not None:  # cut the proposal at its first token the grammar forbids
+                valid = 0
+                for token in drafts:
+                    if not seq.grammar.accept_token(token):
+                        break
+                    valid += 1
+                seq.grammar.rollback(valid)
+                drafts = drafts[:valid]
+            if drafts:
+                out[seq.seq_id] = (drafts, None if probs is None else probs[: len(drafts)])
+        return out
 
-    def verify(self, seq: Sequence, drafts: list[int], logits: torch.Tensor) -> tuple[list[int], int]:
+    def verify(
+        self, seq: Sequence, drafts: list[int], logits: torch.Tensor, draft_probs: torch.Tensor | None = None
+    ) -> tuple[list[int], int]:
         """The tokens to emit after verifying `drafts` against target `logits` ([len(drafts) + 1, vocab]),
-        and how many drafts were accepted. `seq.token_ids` must not contain the drafts any more."""
+        and how many drafts were accepted. `draft_probs` are the proposer's distributions (None: point masses).
+        `seq.token_ids` must not contain the drafts any more."""
         params = seq.request.params
         k = len(drafts)
         if params.greedy:
@@ -156,7 +179,7 @@ class SpecDecoder:
                 accepted += 1
             emitted = [*drafts[:accepted], targets[accepted]]
         else:
-            emitted, accepted = self._verify_sampled(seq, drafts, logits)
+            emitted, accepted = self._verify_sampled(seq, drafts, logits, draft_probs)
         self.stats.steps += 1
         self.stats.proposed += k
         self.stats.accepted += accepted
@@ -165,7 +188,7 @@ class SpecDecoder:
         return emitted, accepted
 
     def _verify_sampled(
-        self, seq: Sequence, drafts: list[int], logits: torch.Tensor
+        self, seq: Sequence, drafts: list[int], logits: torch.Tensor, draft_probs: torch.Tensor | None
     ) -> tuple[list[int], int]:
         request = seq.request
         outputs = seq.output_token_ids
@@ -185,10 +208,16 @@ class SpecDecoder:
         uniforms = torch.rand(len(drafts), generator=generator, device=probs.device).tolist()
         for i, draft in enumerate(drafts):
             p = probs[i]
-            if uniforms[i] < float(p[draft]):  # q is a point mass on the draft: accept with p(draft)
-                continue
-            residual = p.clone()
-            residual[draft] = 0.0
+            if draft_probs is None:  # q is a point mass on the draft: accept with p(draft)
+                if uniforms[i] < float(p[draft]):
+                    continue
+                residual = p.clone()
+                residual[draft] = 0.0
+            else:
+                q = draft_probs[i].to(p.device, torch.float32)
+                if uniforms[i] * float(q[draft]) < float(p[draft]):  # u < p/q without dividing by q
+                    continue
+                residual = (p - q).clamp_(min=0.0)
             total = float(residual.sum())
             if total <= 0.0:  # p was a point mass on the draft: cannot happen after a rejection, but be safe
                 return drafts[: i + 1], i + 1

@@ -102,11 +102,7 @@ VOCAB = 8
 K = 4
 
 
-@pytest.fixture(scope="module")
-def peaky_model(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[int]]:
-    """An 8-token model with a scaled LM head (varied, far-from-uniform next-token distributions) and a prompt
-    made of its own greedy continuation, so n-gram proposals are often, but not always, what it would say."""
-    folder = tmp_path_factory.mktemp("peaky")
+def save_peaky(folder: Path, seed: int, scale: float) -> transformers.LlamaForCausalLM:
     config = transformers.LlamaConfig(
         vocab_size=VOCAB,
         hidden_size=32,
@@ -118,11 +114,28 @@ def peaky_model(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[in
         eos_token_id=None,
         bos_token_id=None,
     )
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     model = transformers.LlamaForCausalLM(config).eval()
     with torch.no_grad():
-        model.lm_head.weight.mul_(8.0)
+        model.lm_head.weight.mul_(scale)
     model.save_pretrained(folder, safe_serialization=True)
+    return model
+
+
+@pytest.fixture(scope="module")
+def peaky_draft(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Another 8-token model: a draft whose distributions differ from the target's."""
+    folder = tmp_path_factory.mktemp("peaky-draft")
+    save_peaky(folder, seed=5, scale=4.0)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def peaky_model(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[int]]:
+    """An 8-token model with a scaled LM head (varied, far-from-uniform next-token distributions) and a prompt
+    made of its own greedy continuation, so n-gram proposals are often, but not always, what it would say."""
+    folder = tmp_path_factory.mktemp("peaky")
+    model = save_peaky(folder, seed=0, scale=8.0)
     prompt = [1, 2, 3]
     with torch.no_grad():
         for _ in range(29):
@@ -148,6 +161,7 @@ def exact_joint(folder: Path, prompt: list[int], params: SamplingParams) -> dict
     return joint
 
 
+@pytest.mark.parametrize("method", ["ngram", "draft"])
 @pytest.mark.parametrize(
     "params",
     [
@@ -157,7 +171,7 @@ def exact_joint(folder: Path, prompt: list[int], params: SamplingParams) -> dict
     ids=["t1", "t0.7-top_p0.8"],
 )
 def test_speculative_sampling_is_lossless(
-    peaky_model: tuple[Path, list[int]], params: SamplingParams
+    peaky_model: tuple[Path, list[int]], peaky_draft: Path, params: SamplingParams, method: str
 ) -> None:
     """Chi-square goodness of fit of 16k sampled 4-token prefixes against the exact law (power: a 2% total
     variation error gives a statistic far above the 0.1% critical value)."""
@@ -170,7 +184,8 @@ def test_speculative_sampling_is_lossless(
             skip_tokenizer=True,
             max_num_seqs=256,
             kv_cache_memory=16 << 20,
-            speculative_method="ngram",
+            speculative_method=method,
+            speculative_model=str(peaky_draft) if method == "draft" else None,
             num_speculative_tokens=K,
             spec_max_batch_size=256,
             seed=1,
@@ -239,3 +254,40 @@ def test_speculation_with_a_grammar_keeps_outputs_valid_and_identical(tiny_model
             jsonschema.validate(json.loads(text), schema)
     stats_ = spec.engine.spec_decoder.stats  # type: ignore[union-attr]
     assert stats_.accepted > 0
+
+
+@pytest.fixture(scope="module")
+def other_draft_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A different random model with the tiny tokenizer's vocabulary: a poor draft (mostly rejected)."""
+    from model_factory import build_hf_model
+
+    folder = tmp_path_factory.mktemp("draft")
+    build_hf_model("llama", folder, seed=7, num_hidden_layers=1)
+    return folder
+
+
+@pytest.mark.parametrize("draft", ["self", "other"])
+def test_draft_model_greedy_output_is_identical(
+    tiny_model_dir: Path, other_draft_dir: Path, draft: str
+) -> None:
+    params = SamplingParams(temperature=0, max_tokens=50, ignore_eos=True)
+    prompts = mixed_prompts(3)
+    common = dict(model=str(tiny_model_dir), dtype="float32", max_model_len=512, kv_cache_memory=32 << 20)
+    expected = [o.outputs[0].token_ids for o in LLM(**common).generate(prompts, params)]  # type: ignore[arg-type]
+    draft_dir = tiny_model_dir if draft == "self" else other_draft_dir
+    spec = LLM(
+        **common,  # type: ignore[arg-type]
+        speculative_method="draft",
+        speculative_model=str(draft_dir),
+        num_speculative_tokens=3,
+        spec_max_batch_size=64,
+    )
+    assert [o.outputs[0].token_ids for o in spec.generate(prompts, params)] == expected
+    decoder = spec.engine.spec_decoder
+    assert decoder is not None and decoder.draft is not None
+    if draft == "self":  # the target drafting for itself is always right
+        assert decoder.stats.accepted == decoder.stats.proposed > 0
+    else:
+        assert decoder.stats.accepted < decoder.stats.proposed
+    assert decoder.draft.num_shadows == 0
+    assert decoder.draft.block_manager.num_free_blocks == decoder.draft.block_manager.num_blocks

@@ -1,0 +1,158 @@
+"""Draft-model proposer: a small model with the target's tokenizer guesses the next k tokens.
+
+The draft keeps its own paged KV cache (its own ModelRunner and BlockManager) and one shadow sequence per
+target sequence. Each proposal first brings the shadow in line with the target's tokens -- dropping what
+verification rejected (the computed count moves back, blocks past the end are freed) and computing what is
+new -- then decodes k tokens. All speculating sequences go through the draft together: one forward for the
+catch-up chunks, then one batched forward per drafted token.
+
+Draft tokens are sampled from the draft's distribution q after the request's own sampling transforms, and q
+is returned with them, so verification can accept with min(1, p/q) and resample from max(0, p - q).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from switchyard.engine.block_manager import BlockManager
+from switchyard.engine.model_runner import ModelRunner
+from switchyard.engine.sampler import Sampler, SamplingBatch, SamplingRow
+from switchyard.engine.sequence import Sequence
+from switchyard.models.loader import load_model
+
+
+@dataclass
+class DraftProposal:
+    tokens: list[int]
+    probs: torch.Tensor | None
+    """[len(tokens), vocab] draft distributions the tokens were sampled from; None for greedy requests."""
+
+
+class DraftModelProposer:
+    def __init__(
+        self,
+        folder: str | Path,
+        target_vocab_size: int,
+        dtype: torch.dtype,
+        device: torch.device,
+        num_blocks: int,
+        block_size: int,
+        max_positions: int,
+        sampler: Sampler,
+    ) -> None:
+        self.model = load_model(folder, dtype, device, max_positions=max_positions)
+        vocab = self.model.config.vocab_size
+        if vocab > target_vocab_size:
+            raise ValueError(f"draft vocabulary ({vocab}) is larger than the target's ({target_vocab_size})")
+        self.target_vocab_size = target_vocab_size
+        self.block_manager = BlockManager(num_blocks, block_size)
+        self.runner = ModelRunner(self.model, num_blocks, block_size, dtype, device)
+        self.sampler = sampler
+        self._shadows: dict[int, Sequence] = {}
+        self._ids = itertools.count()
+
+    def release(self, seq_id: int) -> None:
+        """Free the shadow of a finished sequence."""
+        shadow = self._shadows.pop(seq_id, None)
+        if shadow is not None:
+            self.block_manager.free(shadow)
+
+    def release_finished(self, live_seq_ids: set[int]) -> None:
+        """Free the shadows of sequences no longer running (a preempted one keeps its shadow: its tokens and
+        so the draft's KV stay valid)."""
+        for seq_id in [s for s in self._shadows if s not in live_seq_ids]:
+            self.release(seq_id)
+
+    @property
+    def num_shadows(self) -> int:
+        return len(self._shadows)
+
+    def propose(self, requests: list[tuple[Sequence, int]]) -> dict[int, DraftProposal]:
+        """Draft up to k tokens for each (target sequence, k); a sequence the cache cannot hold gets none."""
+        shadows = []
+        for seq, k in requests:
+            shadow = self._sync(seq)
+            # Room for the catch-up chunk and all k drafts (the last draft is sampled, never computed).
+            needed = self.block_manager.blocks_needed(
+                shadow, shadow.num_tokens - shadow.num_computed_tokens + k
+            )
+            if needed > self.block_manager.num_free_blocks:
+                continue
+            shadows.append((seq, shadow, k))
+        proposals = {seq.seq_id: DraftProposal([], None) for seq, _, _ in shadows}
+        active = [(seq, shadow, k) for seq, shadow, k in shadows if k > 0]
+        while active:
+            scheduled = []
+            for _, shadow, _ in active:
+                num_new = shadow.num_tokens - shadow.num_computed_tokens
+                copies = self.block_manager.allocate_slots(shadow, num_new)
+                assert copies == [], "draft shadows never share blocks"
+                scheduled.append((shadow, num_new))
+            result = self.runner.execute(scheduled, set())
+            for shadow, num_new in scheduled:
+                shadow.num_computed_tokens += num_new
+            by_id = {s.seq_id: i for i, s in enumerate(result.sampled_seqs)}
+            logits = torch.stack([result.logits[by_id[shadow.seq_id]] for _, shadow, _ in active])
+            tokens, probs = self._sample(active, logits)
+            still = []
+            for row, (seq, shadow, k) in enumerate(active):
+                proposal = proposals[seq.seq_id]
+                proposal.tokens.append(tokens[row])
+                if probs is not None and not seq.request.params.greedy:
+                    row_probs = probs[row : row + 1]
+                    proposal.probs = (
+                        row_probs if proposal.probs is None else torch.cat([proposal.probs, row_probs])
+                    )
+                shadow.token_ids.append(tokens[row])
+                if len(proposal.tokens) < k:
+                    still.append((seq, shadow, k))
+            active = still
+        return {seq_id: p for seq_id, p in proposals.items() if p.tokens}
+
+    def _sync(self, seq: Sequence) -> Sequence:
+        """The shadow of seq with exactly seq's tokens; its KV is kept for the longest common prefix."""
+        shadow = self._shadows.get(seq.seq_id)
+        if shadow is None:
+            shadow = Sequence(seq_id=next(self._ids), request=seq.request, sample_index=0, token_ids=[])
+            self._shadows[seq.seq_id] = shadow
+        target = seq.token_ids
+        common = 0
+        limit = min(len(shadow.token_ids), len(target))
+        while common < limit and shadow.token_ids[common] == target[common]:
+            common += 1
+        shadow.token_ids = list(target)
+        shadow.num_computed_tokens = min(shadow.num_computed_tokens, common, len(target) - 1)
+        self.block_manager.trim(shadow, shadow.num_computed_tokens)
+        return shadow
+
+    def _sample(
+        self, active: list[tuple[Sequence, Sequence, int]], logits: torch.Tensor
+    ) -> tuple[list[int], torch.Tensor | None]:
+        logits = logits.float()
+        if logits.shape[-1] < self.target_vocab_size:  # a smaller draft vocabulary: the rest is impossible
+            pad = logits.new_full((logits.shape[0], self.target_vocab_size - logits.shape[-1]), float("-inf"))
+            logits = torch.cat([logits, pad], dim=-1)
+        if all(seq.request.params.greedy for seq, _, _ in active):
+            return logits.argmax(dim=-1).tolist(), None
+        rows = [
+            SamplingRow(
+                params=seq.request.params,
+                prompt_token_ids=seq.request.prompt_token_ids,
+                output_token_ids=shadow.token_ids[seq.request.num_prompt_tokens :],
+                eos_token_ids=seq.request.eos_token_ids,
+            )
+            for seq, shadow, _ in active
+        ]
+        probs = self.sampler.probabilities(logits, SamplingBatch.build(rows, logits.shape[-1], logits.device))
+        tokens = []
+        for row, (seq, _, _) in enumerate(active):
+            if seq.request.params.greedy:
+                tokens.append(int(logits[row].argmax()))
+            else:
+                generator = seq.generator if seq.generator is not None else self.sampler.generator
+                tokens.append(int(torch.multinomial(probs[row], 1, generator=generator).item()))
+        return tokens, probs
