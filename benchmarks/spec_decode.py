@@ -1,4 +1,4 @@
-"""Speculative decoding (n-gram / prompt lookup) vs plain decoding, same prompts, same run.
+"""Speculative decoding (n-gram / prompt lookup, or a draft model) vs plain decoding, same prompts, same run.
 
 Workload: copy tasks -- the model is asked to repeat a ~300-token passage (chat "Say exactly this: ..." on a
 chat model), greedy, so outputs must be token-identical with and without speculation (checked). Reported per
@@ -98,6 +98,10 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=320)
     parser.add_argument("--words", type=int, default=220, help="passage length in words (~300 tokens)")
     parser.add_argument("--k", type=int, default=4)
+    parser.add_argument("--method", choices=("ngram", "draft"), default="ngram")
+    parser.add_argument(
+        "--draft-model", default=None, help="draft folder (default with switchyard-chat: its draft)"
+    )
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--dtype", default="bfloat16")
     parser.add_argument("--json", type=Path, default=None)
@@ -116,7 +120,8 @@ def main() -> None:
     plain = LLM(**common)  # type: ignore[arg-type]
     spec = LLM(
         **common,  # type: ignore[arg-type]
-        speculative_method="ngram",
+        speculative_method=args.method,
+        speculative_model=args.draft_model,
         num_speculative_tokens=args.k,
         spec_max_batch_size=max(batches),
     )
@@ -153,7 +158,13 @@ def main() -> None:
     if args.json:
         args.json.write_text(
             json.dumps(
-                {"model": model, "k": args.k, "threads": torch.get_num_threads(), "results": results},
+                {
+                    "model": model,
+                    "method": args.method,
+                    "k": args.k,
+                    "threads": torch.get_num_threads(),
+                    "results": results,
+                },
                 indent=1,
             )
         )
