@@ -223,6 +223,7 @@ DELEGATED_COMMANDS = {
     "train-default": ("switchyard.bundled.train", "train the bundled models from scratch (about 90 minutes)"),
     "eval-default": ("switchyard.bundled.quality", "run the bundled model's quality gate"),
     "demo": ("switchyard.demo", "offline generation demo on a small random-initialised model"),
+    "rag": ("switchyard.agents.rag_cli", "ingest documents into collections and query them with sources"),
 }
 
 

@@ -1,0 +1,1 @@
+"""Agent runtime: tools, runner, guardrails, memory and retrieval."""
