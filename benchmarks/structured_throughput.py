@@ -93,7 +93,9 @@ def main() -> None:
     parser.add_argument(
         "--backend", default="xgrammar", help="structured-output backend: xgrammar or llguidance"
     )
-    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)"
+    )
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     if args.threads:
