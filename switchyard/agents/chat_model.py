@@ -44,6 +44,8 @@ class OpenAIChatModel:
     max_tokens: int = 512
     temperature: float = 0.0
     timeout: float = 120.0
+    transport: httpx.AsyncBaseTransport | None = None
+    """Only for tests (httpx.MockTransport); None uses the network."""
 
     async def __call__(self, messages: Sequence[Message]) -> str:
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
@@ -55,7 +57,7 @@ class OpenAIChatModel:
         }
         url = self.base_url.rstrip("/") + "/chat/completions"
         try:
-            async with httpx.AsyncClient(timeout=self.timeout) as client:
+            async with httpx.AsyncClient(timeout=self.timeout, transport=self.transport) as client:
                 response = await client.post(url, json=body, headers=headers)
         except httpx.HTTPError as error:
             raise ChatModelError(f"{url}: {type(error).__name__}: {error}") from error

@@ -90,7 +90,9 @@ class ContextBudget:
             current = _assemble(system, candidate_summary, memory, history[cut:])
             tokens = self.count_tokens(current)
             if tokens <= self.limit:
-                return FittedContext(current, tokens, candidate_summary, summarised=True, recalled=list(facts))
+                return FittedContext(
+                    current, tokens, candidate_summary, summarised=True, recalled=list(facts)
+                )
             if cut >= len(history) - 1:
                 raise ContextOverflowError(
                     f"the system prompt, summary and newest message need {tokens} tokens; the budget is "

@@ -1,7 +1,8 @@
 """Grounding check: is each cited sentence of a RAG answer supported by the passages it cites?
 
-Embedding similarity (sentence vs. the cited passages' sentences) is cheap and catches invented claims; an
-optional judge model decides the borderline cases. Unsupported sentences are flagged in the verdict, and
+Embedding similarity (sentence vs. the cited passages' sentences) is cheap and catches invented claims, a
+number check catches changed figures (which embeddings barely see), and an optional judge model decides the
+borderline cases. Unsupported sentences are flagged in the verdict, and
 `answer_with_rag` can regenerate once with feedback. `self_consistent` majority-votes short answers.
 """
 
@@ -19,6 +20,8 @@ from switchyard.agents.embeddings import Embedder
 from switchyard.agents.rag import Passage, RagStore
 from switchyard.agents.rag_citations import parse_citations, rag_messages, split_sentences, strip_citations
 
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+
 Judge = Callable[[str, Sequence[str]], "bool | Awaitable[bool]"]
 """(claim, cited passage texts) → supported?"""
 
@@ -31,7 +34,8 @@ class SentenceCheck:
     """Best cosine similarity between the claim and a sentence of a cited passage (0 when nothing cited)."""
     supported: bool
     reason: str
-    """"similar", "judge", "no citation", "unknown passage", "low similarity", "judge rejected"."""
+    """"similar", "judge", "no citation", "unknown passage", "number not in passage", "low similarity",
+    "judge rejected"."""
 
 
 @dataclass(frozen=True)
@@ -79,7 +83,10 @@ async def check_grounding(
             continue
         texts = [by_number[n].text for n in cited.citations]
         similarity = _best_similarity(embedder, claim, texts)
-        if similarity >= config.support_threshold:
+        missing = _numbers(claim) - set().union(*(_numbers(text) for text in texts))
+        if missing:  # embeddings barely notice a changed number; a number the passages lack is invented
+            supported, reason = False, "number not in passage"
+        elif similarity >= config.support_threshold:
             supported, reason = True, "similar"
         elif similarity < config.reject_threshold or judge is None:
             supported, reason = False, "low similarity"
@@ -94,6 +101,10 @@ def _best_similarity(embedder: Embedder, claim: str, passages: Sequence[str]) ->
     units = [s for text in passages for s in split_sentences(" ".join(text.split()))] + list(passages)
     vectors = embedder.embed([claim, *units])
     return float(np.max(vectors[1:] @ vectors[0])) if len(units) else 0.0
+
+
+def _numbers(text: str) -> set[str]:
+    return {n.replace(",", "") for n in _NUMBER.findall(text)}
 
 
 def _is_non_claim(sentence: str) -> bool:

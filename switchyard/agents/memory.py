@@ -101,7 +101,8 @@ class SQLiteSession:
         )
         if user_id is not None:
             self._conn.execute(
-                "UPDATE sessions SET user_id = ? WHERE session_id = ? AND user_id IS NULL", (user_id, session_id)
+                "UPDATE sessions SET user_id = ? WHERE session_id = ? AND user_id IS NULL",
+                (user_id, session_id),
             )
 
     async def get_items(self, limit: int | None = None) -> list[Message]:
@@ -172,7 +173,9 @@ def delete_user_sessions(user_id: str, path: str | os.PathLike[str] | None = Non
         conn.executescript(_SCHEMA)
         with conn:
             conn.execute("BEGIN IMMEDIATE")
-            ids = [r[0] for r in conn.execute("SELECT session_id FROM sessions WHERE user_id = ?", (user_id,))]
+            ids = [
+                r[0] for r in conn.execute("SELECT session_id FROM sessions WHERE user_id = ?", (user_id,))
+            ]
             conn.executemany("DELETE FROM session_items WHERE session_id = ?", [(i,) for i in ids])
             conn.execute("DELETE FROM sessions WHERE user_id = ?", (user_id,))
         return len(ids)

@@ -193,7 +193,15 @@ class RagStore:
                 chunk_id = self._conn.execute(
                     "INSERT INTO rag_chunks(collection, document_id, position, heading, page, text, text_hash) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (collection, document_id, chunk.position, chunk.heading, chunk.page, chunk.text, text_hash),
+                    (
+                        collection,
+                        document_id,
+                        chunk.position,
+                        chunk.heading,
+                        chunk.page,
+                        chunk.text,
+                        text_hash,
+                    ),
                 ).lastrowid
                 self._conn.execute(
                     "INSERT INTO rag_vectors(rowid, collection, embedding) VALUES (?, ?, ?)",

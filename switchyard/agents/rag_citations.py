@@ -48,11 +48,15 @@ def format_passages(passages: Sequence[Passage]) -> str:
     blocks = []
     for passage in passages:
         body = passage.text.replace("<<<", "‹‹‹")  # a passage cannot close its own fence
-        blocks.append(f"{UNTRUSTED_OPEN} [{passage.n}] source: {passage.citation()}>>>\n{body}\n{UNTRUSTED_CLOSE}")
+        blocks.append(
+            f"{UNTRUSTED_OPEN} [{passage.n}] source: {passage.citation()}>>>\n{body}\n{UNTRUSTED_CLOSE}"
+        )
     return "\n\n".join(blocks)
 
 
-def rag_messages(question: str, passages: Sequence[Passage], feedback: str | None = None) -> list[dict[str, str]]:
+def rag_messages(
+    question: str, passages: Sequence[Passage], feedback: str | None = None
+) -> list[dict[str, str]]:
     """Chat messages asking a model to answer from the passages only, citing them as [n]."""
     system = (
         "Answer the question using only the numbered passages below. After every sentence that states a fact, "

@@ -1,6 +1,6 @@
 """Long-term memory: facts about a user, embedded and searched by meaning across all their sessions.
 
-Facts come from the `remember` tool or from extraction; each is embedded once (MiniLM) and stored in a
+Facts come from the `remember` tool or from `extract_facts` (a chat model reads a conversation); each is embedded once (MiniLM) and stored in a
 sqlite-vec table partitioned by user, so recall only ever scans one user's facts.
 """
 
@@ -9,12 +9,13 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from switchyard.agents.chat_model import ChatFn, maybe_await
 from switchyard.agents.embeddings import Embedder, to_blob
-from switchyard.agents.memory import default_memory_path
+from switchyard.agents.memory import Message, default_memory_path
 from switchyard.agents.sqlite_db import connect
 
 
@@ -144,3 +145,23 @@ def make_remember_tool(
         return f"Remembered: {stored.text}"
 
     return remember
+
+
+async def extract_facts(
+    chat: ChatFn,
+    memory: VectorMemory,
+    user_id: str,
+    messages: Sequence[Message],
+    session_id: str | None = None,
+) -> list[MemoryFact]:
+    """Ask a chat model for durable facts about the user in `messages` (one per line) and remember them."""
+    transcript = "\n".join(f"{m.get('role')}: {m.get('content') or ''}" for m in messages)
+    prompt = (
+        "List durable facts about the user worth remembering in later conversations (preferences, names, "
+        "plans, constraints), one short self-contained sentence per line. Write NONE if there are none.\n\n"
+        + transcript
+    )
+    reply = str(await maybe_await(chat([{"role": "user", "content": prompt}])))
+    lines = [line.strip().lstrip("-*• ").strip() for line in reply.splitlines()]
+    facts = [line for line in lines if line and line.upper() != "NONE"]
+    return [memory.remember(user_id, fact, session_id=session_id) for fact in facts]

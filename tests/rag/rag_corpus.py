@@ -61,10 +61,19 @@ Receipts must be uploaded to the expense portal within 30 days of the trip.
 """
 
 SECURITY_PAGES = [
-    ["Security policy, page one.", "Passwords must be at least 14 characters long and are rotated once a year."],
-    ["Security policy, page two.", "Report a lost badge to the security office on the ground floor within one hour."],
+    [
+        "Security policy, page one.",
+        "Passwords must be at least 14 characters long and are rotated once a year.",
+    ],
+    [
+        "Security policy, page two.",
+        "Report a lost badge to the security office on the ground floor within one hour.",
+    ],
     ["Security policy, page three.", "Laptops lock automatically after five minutes of inactivity."],
-    ["Security policy, page four.", "Two-factor authentication uses a hardware key for all administrator accounts."],
+    [
+        "Security policy, page four.",
+        "Two-factor authentication uses a hardware key for all administrator accounts.",
+    ],
 ]
 
 QUESTIONS: list[tuple[str, str, str]] = [

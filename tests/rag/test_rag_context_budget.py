@@ -70,9 +70,13 @@ def test_summarisation_starts_exactly_when_budget_is_exceeded(counter) -> None: 
 
 def test_tight_budget_keeps_only_the_newest_and_overflow_raises(counter) -> None:  # type: ignore[no-untyped-def]
     messages = history(8)
-    newest_only = counter(SYSTEM + [{"role": "system", "content": SUMMARY_PREFIX + "x"}, messages[-1]])
+    newest_only = counter([*SYSTEM, {"role": "system", "content": SUMMARY_PREFIX + "x"}, messages[-1]])
     budget = ContextBudget(
-        counter, context_window=newest_only + 40, reply_budget=40, summariser=lambda p, m: "x", summary_reserve=1
+        counter,
+        context_window=newest_only + 40,
+        reply_budget=40,
+        summariser=lambda p, m: "x",
+        summary_reserve=1,
     )
     fitted = asyncio.run(budget.fit(SYSTEM, messages))
     assert fitted.messages[-1] == messages[-1] and len(fitted.messages) == 3

@@ -21,7 +21,9 @@ def test_pdf_pages_are_read(tmp_path: Path) -> None:
 
 
 def test_markdown_chunks_follow_headings_with_overlap() -> None:
-    text = "# Guide\n\nIntro paragraph.\n\n## Setup\n\n" + "\n\n".join(f"Step {i} " + "word " * 30 for i in range(6))
+    text = "# Guide\n\nIntro paragraph.\n\n## Setup\n\n" + "\n\n".join(
+        f"Step {i} " + "word " * 30 for i in range(6)
+    )
     document = LoadedDocument("g.md", "markdown", [PageText(text)], text.encode())
     chunks = chunk_document(document, ChunkingConfig(max_chars=400, overlap_chars=200))
     assert chunks[0].heading == "Guide" and chunks[0].text == "Intro paragraph."
@@ -58,7 +60,9 @@ def test_ingest_reports_bad_files_and_continues(tmp_path: Path, minilm) -> None:
     copy.write_text((docs / "pumps.md").read_text())
     dup = store.ingest([copy], "handbook")
     assert dup.chunks_added == 0 and dup.duplicate_chunks == 4  # same passages under another name
-    (docs / "pumps.md").write_text((docs / "pumps.md").read_text() + "\n## Warranty\nTwo years of warranty.\n")
+    (docs / "pumps.md").write_text(
+        (docs / "pumps.md").read_text() + "\n## Warranty\nTwo years of warranty.\n"
+    )
     changed = store.ingest([docs / "pumps.md"], "handbook")
     assert changed.chunks_added == 5 and store.collections() == {"handbook": 18}
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from switchyard.agents.memory import SQLiteSession
 from switchyard.agents.profile import UserProfile, forget_user
-from switchyard.agents.vector_memory import VectorMemory, make_remember_tool
+from switchyard.agents.vector_memory import VectorMemory, extract_facts, make_remember_tool
 
 
 def test_fact_saved_in_one_session_is_recalled_in_another(tmp_path: Path, minilm) -> None:  # type: ignore[no-untyped-def]
@@ -49,3 +49,19 @@ def test_profile_persists_and_forget_user_deletes_everything(tmp_path: Path, min
     assert asyncio.run(SQLiteSession("carol-1", db).get_items()) == []
     assert UserProfile("dave", db).items() == {"language": "German"}  # other users untouched
     assert memory.recall("dave", "music instrument")[0].text == "Dave plays the cello."
+
+
+def test_extract_facts_remembers_each_line(tmp_path: Path, minilm) -> None:  # type: ignore[no-untyped-def]
+    memory = VectorMemory(minilm, tmp_path / "memory.db")
+    seen: list[str] = []
+
+    def chat(messages: list[dict]) -> str:
+        seen.append(messages[0]["content"])
+        return "- The user lives in Utrecht.\n- The user is vegetarian.\n"
+
+    facts = asyncio.run(
+        extract_facts(chat, memory, "erin", [{"role": "user", "content": "I'm a vegetarian from Utrecht"}])
+    )
+    assert [f.text for f in facts] == ["The user lives in Utrecht.", "The user is vegetarian."]
+    assert "vegetarian from Utrecht" in seen[0]
+    assert memory.recall("erin", "what does the user eat?", k=1)[0].text == "The user is vegetarian."
