@@ -25,8 +25,8 @@ def build_parser() -> argparse.ArgumentParser:
     query.add_argument("--collection", required=True, help="collection to search")
     query.add_argument("-k", "--top-k", type=int, default=5, help="passages to print (default 5)")
     query.add_argument("--json", action="store_true", help="print JSON instead of text")
-    commands.add_parser("list", help="list collections and their chunk counts")
-    for sub in (ingest, query):
+    listing = commands.add_parser("list", help="list collections and their chunk counts")
+    for sub in (ingest, query, listing):
         sub.add_argument("--db", default=None, help="database file (default $SWITCHYARD_HOME/rag.db)")
     return parser
 

@@ -66,6 +66,12 @@ def test_ingest_reports_bad_files_and_continues(tmp_path: Path, minilm) -> None:
     changed = store.ingest([docs / "pumps.md"], "handbook")
     assert changed.chunks_added == 5 and store.collections() == {"handbook": 18}
 
+    store.ingest([docs / "garden.md"], "garden-only")
+    assert {Path(p.source).name for p in store.query("pump seal bearing compost", "garden-only", k=10)} == {
+        "garden.md"
+    }  # neither search leaves its collection
+    assert store.collections() == {"handbook": 18, "garden-only": 4}
+
 
 def test_bad_inputs_raise_clear_errors(tmp_path: Path, minilm) -> None:  # type: ignore[no-untyped-def]
     (tmp_path / "x.docx").write_bytes(b"PK")
