@@ -84,6 +84,12 @@ class ContextBudget:
         if not history:
             raise ContextOverflowError("the system prompt alone exceeds the context budget", param="messages")
         cut = self._first_cut(system, memory, history, covered)
+        if cut <= covered:  # only the newest message is left unsummarised, and it does not fit
+            raise ContextOverflowError(
+                f"the prompt needs {tokens} tokens with only the newest message kept; the budget is {self.limit} "
+                f"({self.context_window} context - {self.reply_budget} reply)",
+                param="messages",
+            )
         while True:
             text = await maybe_await(self.summariser(summary.text if summary else None, history[covered:cut]))
             candidate_summary = RunningSummary(text=text.strip(), covered=cut)

@@ -83,6 +83,13 @@ def test_tight_budget_keeps_only_the_newest_and_overflow_raises(counter) -> None
     tiny = ContextBudget(counter, context_window=30, reply_budget=10, summariser=lambda p, m: "x")
     with pytest.raises(ContextOverflowError):
         asyncio.run(tiny.fit(SYSTEM, messages))
+    calls: list[int] = []
+    single = ContextBudget(
+        counter, context_window=30, reply_budget=10, summariser=lambda p, m: str(calls.append(len(m)))
+    )
+    with pytest.raises(ContextOverflowError, match="budget is 20"):
+        asyncio.run(single.fit(SYSTEM, messages[-1:]))
+    assert calls == []  # nothing older to summarise: no pointless summariser call
 
 
 def test_running_summary_is_reused_and_persisted(tmp_path: Path, counter) -> None:  # type: ignore[no-untyped-def]
@@ -119,3 +126,24 @@ def test_recalled_facts_are_added_and_counted(counter) -> None:  # type: ignore[
     fitted = asyncio.run(budget.fit(SYSTEM, [{"role": "user", "content": "what is my dog's name?"}]))
     assert fitted.recalled == ["The user's dog is called Biscuit."]
     assert "Biscuit" in fitted.messages[1]["content"] and fitted.tokens == counter(fitted.messages)
+
+
+def test_cut_never_orphans_a_tool_result(counter) -> None:  # type: ignore[no-untyped-def]
+    messages: list[dict] = []
+    for i in range(5):
+        call = {"id": f"c{i}", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
+        messages += [
+            {"role": "user", "content": f"look up item {i} for me please"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"c{i}", "content": f"item {i} is in stock"},
+            {"role": "assistant", "content": f"item {i} is available"},
+        ]
+    full = counter(SYSTEM + messages)
+    for window in range(full // 3, full, 7):
+        budget = ContextBudget(counter, window + 50, 50, summariser=lambda p, m: "s", summary_reserve=4)
+        try:
+            fitted = asyncio.run(budget.fit(SYSTEM, messages))
+        except ContextOverflowError:
+            continue
+        tail = [m for m in fitted.messages if m["role"] != "system"]
+        assert tail[0]["role"] != "tool" and fitted.tokens <= window

@@ -130,7 +130,6 @@ def test_answer_with_rag_regenerates_an_unsupported_answer(store: RagStore) -> N
     )
     result = asyncio.run(answer_with_rag(question, store, "handbook", chat))
     assert result.attempts == 2 and result.verdict.grounded and "first Saturday" in result.text
-    assert result.sources[n].startswith(str(Path(result.sources[n].split(",")[0])))
     assert "garden.md" in result.sources[n]
     assert "not supported" in chat.calls[1][-1]["content"]  # type: ignore[attr-defined]
 
