@@ -6,8 +6,12 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from switchyard.errors import SwitchyardError
+
+if TYPE_CHECKING:
+    from switchyard.agents.rag import Passage
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -56,9 +60,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         passages = store.query(args.text, args.collection, k=args.top_k)
         if args.json:
             print(json.dumps([_passage_json(p) for p in passages], indent=2, ensure_ascii=False))
-        elif not passages:
+            return 0
+        if not passages:
             print(f"no passages found in {args.collection!r}")
-        for passage in [] if args.json else passages:
+        for passage in passages:
             print(f"[{passage.n}] {passage.citation()}  (score {passage.score:.4f})")
             print("    " + passage.text.replace("\n", "\n    ") + "\n")
         return 0
@@ -67,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
 
-def _passage_json(passage) -> dict[str, object]:  # type: ignore[no-untyped-def]
+def _passage_json(passage: Passage) -> dict[str, object]:
     return {
         "n": passage.n,
         "source": passage.source,
