@@ -59,6 +59,9 @@ class GroundingConfig:
     """Similarity below which a claim is unsupported without asking the judge."""
     require_citations: bool = True
     """Flag factual sentences that cite nothing."""
+    always_judge: bool = False
+    """Ask the judge (when given) about every claim that passes the number check, not only the borderline
+    ones: similarity cannot tell "emptied every hour" from "emptied every Saturday"."""
 
 
 async def check_grounding(
@@ -86,7 +89,7 @@ async def check_grounding(
         missing = _numbers(claim) - set().union(*(_numbers(text) for text in texts))
         if missing:  # embeddings barely notice a changed number; a number the passages lack is invented
             supported, reason = False, "number not in passage"
-        elif similarity >= config.support_threshold:
+        elif similarity >= config.support_threshold and not (config.always_judge and judge is not None):
             supported, reason = True, "similar"
         elif similarity < config.reject_threshold or judge is None:
             supported, reason = False, "low similarity"

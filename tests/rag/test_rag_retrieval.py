@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from rag_corpus import QUESTIONS, write_corpus
 
-from switchyard.agents.grounding import answer_with_rag, check_grounding, self_consistent
+from switchyard.agents.grounding import GroundingConfig, answer_with_rag, check_grounding, self_consistent
 from switchyard.agents.rag import Passage, RagStore
 from switchyard.agents.rag_chunking import ChunkingConfig
 from switchyard.agents.rag_citations import (
@@ -117,6 +117,25 @@ def test_judge_decides_borderline_claims(minilm) -> None:  # type: ignore[no-unt
     assert asked or similarity >= 0.75
     if asked:
         assert verdict.sentences[0].reason == "judge rejected" and not verdict.grounded
+
+
+def test_always_judge_catches_a_similar_but_wrong_claim(minilm) -> None:  # type: ignore[no-untyped-def]
+    passage = Passage(
+        1, "The compost bin is emptied on the first Saturday of every month.", "g.md", 0, "", None, 1.0
+    )
+    claim = "The compost bin is emptied every single hour [1]."
+    lenient = asyncio.run(check_grounding(claim, [passage], minilm))
+    assert lenient.sentences[0].similarity >= 0.75 and lenient.grounded  # similarity alone is fooled
+    strict = asyncio.run(
+        check_grounding(
+            claim,
+            [passage],
+            minilm,
+            judge=lambda c, t: "hour" not in c,
+            config=GroundingConfig(always_judge=True),
+        )
+    )
+    assert strict.sentences[0].reason == "judge rejected" and not strict.grounded
 
 
 def test_answer_with_rag_regenerates_an_unsupported_answer(store: RagStore) -> None:
