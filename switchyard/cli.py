@@ -252,6 +252,7 @@ DELEGATED_COMMANDS = {
     ),
     "plan": ("switchyard.plan.cli", "capacity plan: what fits on a device and a decode-step bound"),
     "agent": ("switchyard.agents.cli", "agent runtime: `switchyard agent demo` runs a tool-using assistant"),
+    "rag": ("switchyard.agents.rag_cli", "ingest documents into collections and query them with sources"),
 }
 
 
