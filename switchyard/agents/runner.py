@@ -41,6 +41,7 @@ from switchyard.agents.injection import (
     system_notice,
 )
 from switchyard.agents.limits import PriceTable, RunLimits, RunStatus, call_signature
+from switchyard.agents.memory import Session
 from switchyard.agents.model import ModelClient, ModelRequest, ModelResponse, ToolCallRequest
 from switchyard.agents.result import RunResult
 from switchyard.agents.state import CallStatus, PendingCall, RunState
@@ -114,9 +115,13 @@ class Runner:
         limits: RunLimits | None = None,
         run_id: str | None = None,
         emit: EventSink = ignore,
+        session: Session | None = None,
     ) -> RunResult:
+        """Run `agent` on `input`. With a `session`, its history comes first and the run's new messages are
+        appended to it when the run returns (finished, stopped by a limit, or paused for approval)."""
         self._register(agent)
         caller = caller or Caller()
+        history = list(await session.get_items()) if session is not None else []
         state = RunState(
             run_id=run_id or uuid.uuid4().hex,
             root_agent=agent.name,
@@ -124,26 +129,41 @@ class Runner:
             input=input,
             caller=caller.name,
             scopes=sorted(caller.scopes),
-            messages=[{"role": "user", "content": input}],
+            messages=[*history, {"role": "user", "content": input}],
             nonce=new_nonce(),
+            # Tool results in the history are untrusted content already in the context.
+            tainted=any(m.get("role") == "tool" for m in history),
+            session_saved=len(history),
         )
         turn = _Turn(state, limits or self.limits, _Clock(0.0), emit)
         self._save(turn, "input", input)
         tripped = first_tripped(agent.input_guardrails, input)
         if tripped is not None:
-            return self._finish(turn, RunStatus.GUARDRAIL_TRIPPED, f"input guardrail: {tripped.message}")
-        return await self._drive(turn)
+            result = self._finish(turn, RunStatus.GUARDRAIL_TRIPPED, f"input guardrail: {tripped.message}")
+        else:
+            result = await self._drive(turn)
+        await _save_to_session(session, state)
+        return result
 
     async def resume(
-        self, run: str | RunState, *, limits: RunLimits | None = None, emit: EventSink = ignore
+        self,
+        run: str | RunState,
+        *,
+        limits: RunLimits | None = None,
+        emit: EventSink = ignore,
+        session: Session | None = None,
     ) -> RunResult:
-        """Continue a run from its checkpoint (by id) or from a state (after approve/reject, or from JSON)."""
+        """Continue a run from its checkpoint (by id) or from a state (after approve/reject, or from JSON);
+        with the run's `session`, the messages added since the last return are appended to it."""
         state = self._checkpoint(run) if isinstance(run, str) else run
         turn = _Turn(state, limits or self.limits, _Clock(state.elapsed_s), emit)
         if state.status is RunStatus.COMPLETED:
+            await _save_to_session(session, state)
             return self._result(state)
         state.status = RunStatus.RUNNING
-        return await self._drive(turn)
+        result = await self._drive(turn)
+        await _save_to_session(session, state)
+        return result
 
     def run_sync(self, agent: Agent, input: str, **kwargs: Any) -> RunResult:
         return asyncio.run(self.run(agent, input, **kwargs))
@@ -622,3 +642,13 @@ def _final_answer_spec(output_type: type[Any]) -> dict[str, Any]:
 
 def _as_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+async def _save_to_session(session: Session | None, state: RunState) -> None:
+    """Append the messages the session does not have yet (each message is saved exactly once)."""
+    if session is None:
+        return
+    new = state.messages[state.session_saved :]
+    if new:
+        await session.add_items(new)
+        state.session_saved = len(state.messages)

@@ -85,6 +85,8 @@ class RunState:
     tool_results_seen: int = 0
     pending: list[PendingCall] = field(default_factory=list)
     final_output: Any = None
+    session_saved: int = 0
+    """Leading messages already in the run's session (its history plus what earlier returns appended)."""
 
     def approvals(self) -> list[ApprovalItem]:
         return [
