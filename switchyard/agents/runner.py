@@ -8,6 +8,7 @@ can stop for any reason (a limit, an approval, a crash) and continue from exactl
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 import uuid
@@ -19,6 +20,7 @@ import pydantic
 
 from switchyard.agents.agent import Agent, Handoff, agents_reachable
 from switchyard.agents.checkpoint import CheckpointStore
+from switchyard.agents.context_budget import ContextBudget, ContextOverflowError
 from switchyard.agents.events import (
     ApprovalRequested,
     EventSink,
@@ -41,7 +43,7 @@ from switchyard.agents.injection import (
     system_notice,
 )
 from switchyard.agents.limits import PriceTable, RunLimits, RunStatus, call_signature
-from switchyard.agents.memory import Session
+from switchyard.agents.memory import RunningSummary, Session
 from switchyard.agents.model import ModelClient, ModelRequest, ModelResponse, ToolCallRequest
 from switchyard.agents.result import RunResult
 from switchyard.agents.state import CallStatus, PendingCall, RunState
@@ -93,7 +95,11 @@ class Runner:
         policy: InjectionPolicy | None = None,
         tracer: AgentTracer | None = None,
         agents: Sequence[Agent] = (),
+        context_budget: ContextBudget | None = None,
     ) -> None:
+        """`context_budget`: fit each model call into the model's context window (older turns summarised,
+        newest verbatim; see agents/context_budget.py); None sends the whole transcript."""
+        self.context_budget = context_budget
         self.client = client
         self.store = store
         self.prices = prices or PriceTable()
@@ -241,6 +247,14 @@ class Runner:
         state = turn.state
         agent = self._agent(state.current_agent)
         request = self._request(turn, agent)
+        if self.context_budget is not None:
+            summary = RunningSummary(**state.summary) if state.summary else None
+            try:
+                fitted = await self.context_budget.fit(request.messages[:1], request.messages[1:], summary)
+            except ContextOverflowError as exc:
+                return self._finish(turn, RunStatus.MODEL_ERROR, f"context budget: {exc}")
+            request = dataclasses.replace(request, messages=fitted.messages)
+            state.summary = None if fitted.summary is None else dataclasses.asdict(fitted.summary)
         client = agent.client or self.client
         if client is None:
             raise ValueError(f"agent {agent.name!r} has no model client and the runner has no default")

@@ -86,6 +86,8 @@ class RunState:
     pending: list[PendingCall] = field(default_factory=list)
     final_output: Any = None
     session_saved: int = 0
+    summary: dict[str, Any] | None = None
+    """The running summary of the oldest messages (text, covered) when a context budget is in force."""
     """Leading messages already in the run's session (its history plus what earlier returns appended)."""
 
     def approvals(self) -> list[ApprovalItem]:

@@ -65,3 +65,42 @@ def test_a_paused_run_saves_what_it_has_and_its_resume_the_rest(tmp_path: Path) 
     assert done.status is RunStatus.COMPLETED
     stored = asyncio.run(SQLiteSession("s2", path=path).get_items())
     assert [m["role"] for m in stored] == [m["role"] for m in done.messages]  # each message exactly once
+
+
+def test_a_context_budget_summarises_old_turns_before_the_model_call(tmp_path: Path) -> None:
+    from switchyard.agents.context_budget import ContextBudget
+
+    def words(messages: list[dict]) -> int:  # type: ignore[type-arg]
+        return sum(len(str(m.get("content") or "").split()) + 4 for m in messages)
+
+    summaries: list[int] = []
+
+    def summarise(previous: str | None, messages: list[dict]) -> str:  # type: ignore[type-arg]
+        summaries.append(len(messages))
+        return "earlier: the user said hello many times"
+
+    session = SQLiteSession("s3", path=tmp_path / "memory.db")
+    asyncio.run(
+        session.add_items(
+            [
+                {"role": "user" if i % 2 == 0 else "assistant", "content": f"hello number {i} " * 10}
+                for i in range(12)
+            ]
+        )
+    )
+    requests: list[ModelRequest] = []
+
+    def answer(request: ModelRequest) -> ModelResponse:
+        requests.append(request)
+        return say("ok")
+
+    budget = ContextBudget(count_tokens=words, context_window=200, reply_budget=40, summariser=summarise)
+    agent = Agent(name="a", instructions="Be brief.", client=ScriptedModel([answer]))
+    result = Runner(context_budget=budget).run_sync(agent, "and now?", session=session)
+    assert result.status is RunStatus.COMPLETED and summaries  # the history did not fit: it was summarised
+    sent = requests[0].messages
+    assert words(sent) <= 160
+    assert sent[0]["content"].startswith("Be brief.")
+    assert any("earlier: the user said hello" in str(m.get("content")) for m in sent)
+    assert sent[-1] == {"role": "user", "content": "and now?"}  # the newest turn verbatim
+    assert result.state.summary is not None and result.state.summary["covered"] > 0
