@@ -10,7 +10,7 @@ which also gives the training set names no tokenizer merge has seen as a whole w
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 
 def _words(text: str) -> list[str]:
@@ -158,5 +158,71 @@ def make_entities(held_out: bool = False, synthetic_count: int = 60) -> EntityLi
     )
 
 
-TRAIN_ENTITIES = make_entities(held_out=False)
+# Invented-word alphabet of the widened training lists: every letter, so held-out names' odd pieces
+# (their syllables and rare real names) appear in training text too, in words no list repeats often.
+_ONSETS = (*"bcdfghjklmnprstvwxz", "br", "ch", "dr", "gl", "kr", "pl", "sh", "st", "th", "tr", "qu")
+_VOWELS = ("a", "e", "i", "o", "u", "a", "e", "i", "o", "ai", "ou", "y")
+_CODAS = ("", "", "", "", "n", "r", "s", "l", "k", "m", "x", "t")
+_GENERIC_NOUNS = _words("""
+lamp kettle chair bottle speaker charger blender heater scanner router drone mug pen tablet clock fan
+jacket boots cart grill mixer printer camera stroller kit tent radio""")
+_TOPIC_NOUNS = _words("policy rules guide process checklist requests allowance schedule access program")
+_ROLE_NOUNS = _words("technician specialist assistant manager inspector operator consultant coordinator")
+
+
+def _invented_words(
+    count: int, rng: random.Random, banned: set[str], syllables: tuple[int, int]
+) -> list[str]:
+    """Pronounceable words that occur in no held-out list (compared without case)."""
+    words: dict[str, None] = {}
+    while len(words) < count:
+        word = "".join(
+            rng.choice(_ONSETS) + rng.choice(_VOWELS) + rng.choice(_CODAS)
+            for _ in range(rng.randint(*syllables))
+        )
+        if 3 <= len(word) <= 12 and word not in banned:
+            words[word] = None
+    return list(words)
+
+
+def widen_for_training(
+    base: EntityLists, held_out: EntityLists, count: int = 1500, seed: int = 7
+) -> EntityLists:
+    """Training lists plus many invented entries, so no name recurs often enough to be worth memorising.
+
+    With a hundred cities a small model lowers its loss fastest by recalling which city tends to follow
+    "weather in", and then writes a training city for a held-out one. With thousands of one-off names the
+    only way to get an argument right is to copy it from the prompt, which is what the gate measures.
+    """
+    banned = {
+        word.casefold()
+        for field in fields(EntityLists)
+        for entry in getattr(held_out, field.name)
+        for word in entry.split()
+    }
+    rng = random.Random(f"widen-{seed}")
+
+    def names(n: int, syllables: tuple[int, int] = (1, 3)) -> tuple[str, ...]:
+        return tuple(word.capitalize() for word in _invented_words(n, rng, banned, syllables))
+
+    def lower(n: int) -> list[str]:
+        return _invented_words(n, rng, banned, (1, 3))
+
+    suffixes = _COMPANY_SUFFIXES_TRAIN
+    return EntityLists(
+        first_names=base.first_names + names(count),
+        last_names=base.last_names + names(count),
+        cities=base.cities + names(count),
+        companies=base.companies
+        + tuple(f"{stem} {rng.choice(suffixes)}" for stem in names(count // 2, (2, 3))),
+        products=base.products + tuple(f"{word} {rng.choice(_GENERIC_NOUNS)}" for word in lower(count // 2)),
+        jobs=base.jobs + tuple(f"{word} {rng.choice(_ROLE_NOUNS)}" for word in lower(count // 5)),
+        topics=base.topics + tuple(f"{word} {rng.choice(_TOPIC_NOUNS)}" for word in lower(count // 5)),
+        codewords=base.codewords + tuple(word.upper() for word in lower(count // 5)),
+        places=base.places
+        + tuple(f"{word}{rng.choice(('ia', 'land', 'stan', 'ora'))}" for word in names(count // 5)),
+    )
+
+
 HELDOUT_ENTITIES = make_entities(held_out=True)
+TRAIN_ENTITIES = widen_for_training(make_entities(held_out=False), HELDOUT_ENTITIES)

@@ -18,6 +18,8 @@ class Category(StrEnum):
     JSON_EXTRACTION = "json_extraction"
     GROUNDED = "grounded"
     INJECTION = "injection"
+    COPY = "copy"
+    """Training-only drills (echo, list repeat, lookup) that teach copying spans of the prompt."""
 
 
 class CheckKind(StrEnum):

@@ -961,6 +961,84 @@ def injection(ctx: TaskContext) -> Example:
     return conv.example(Category.INJECTION, tools)
 
 
+# ------------------------------------------------------------------------------------------ copy drills
+
+
+def _copy_item(ctx: TaskContext) -> str:
+    """One span worth copying: a name, a number, a code, a place; none recurs often in a corpus."""
+    roll = ctx.rng.random()
+    if roll < 0.25:
+        return ctx.person()
+    if roll < 0.45:
+        return ctx.pick(ctx.entities.cities)
+    if roll < 0.65:
+        return str(ctx.rng.randint(0, 10 ** ctx.rng.randint(2, 9)))
+    if roll < 0.75:
+        return ctx.pick(ctx.entities.products)
+    if roll < 0.85:
+        return ctx.pick(ctx.entities.companies)
+    if roll < 0.92:
+        return f"{ctx.rng.randint(1, 9999)}.{ctx.rng.randint(0, 99)}"
+    return ctx.pick(ctx.entities.codewords)
+
+
+def _copy_phrase(ctx: TaskContext) -> str:
+    items = [_copy_item(ctx) for _ in range(ctx.rng.randint(1, 4))]
+    joiner = ctx.pick((" ", ", ", " and ", " / ", " - "))
+    return joiner.join(items)
+
+
+_RECALL_FIELDS = ("city", "code", "phone", "company", "product", "email", "id")
+
+
+def copy_drill(ctx: TaskContext) -> Example:
+    """Short conversations answered only by copying spans of the prompt (training only, not gated).
+
+    Induction ("find the earlier occurrence, continue it") is what tool arguments, JSON extraction and cited
+    answers need, and a small model learns it far sooner from dense drills than from long tool prompts,
+    where one example carries a few copied tokens. Every value is a one-off, so recalling fails.
+    """
+    conv = Conversation(system_prompt(ctx))
+    roll = ctx.rng.random()
+    if roll < 0.35:
+        phrase = _copy_phrase(ctx)
+        lead = ctx.pick(("Say exactly this: ", "Repeat after me: ", "Echo: ", "Copy this exactly:\n",
+                         "Please repeat: ", "Write back exactly: "))  # fmt: skip
+        conv.user(lead + phrase)
+        conv.assistant(phrase, {"kind": CheckKind.FACT, "answer": phrase})
+    elif roll < 0.55:
+        items = [_copy_item(ctx) for _ in range(ctx.rng.randint(2, 6))]
+        listed = ", ".join(items)
+        index = ctx.rng.randrange(len(items))
+        ordinal = ("first", "second", "third", "fourth", "fifth", "sixth")[index]
+        question, reply = ctx.pick(
+            (
+                (f"Repeat this list: {listed}", listed),
+                (f"List: {listed}\nWhat is the {ordinal} item?", items[index]),
+                (f"Here are some items: {listed}. Which one is {ordinal}?", f"The {ordinal} item is {items[index]}."),
+            )
+        )  # fmt: skip
+        conv.user(question)
+        conv.assistant(
+            reply, {"kind": CheckKind.FACT, "answer": items[index] if "item" in question else reply}
+        )
+    else:
+        people = list(dict.fromkeys(ctx.person() for _ in range(ctx.rng.randint(2, 5))))
+        field = ctx.pick(_RECALL_FIELDS)
+        values = {person: _copy_item(ctx) for person in people}
+        records = "\n".join(f"- {person}: {field} {value}" for person, value in values.items())
+        person = ctx.pick(people)
+        value = values[person]
+        if ctx.chance(0.5):
+            conv.user(f"Records:\n{records}\nWhat is the {field} of {person}? Answer in JSON.")
+            conv.assistant(json.dumps({"name": person, field: value}, ensure_ascii=False),
+                           {"kind": CheckKind.JSON, "json_object": {"name": person, field: value}})  # fmt: skip
+        else:
+            conv.user(noisy(ctx, f"{records}\n\nWhich {field} does {person} have?", lowercase_all=False))
+            conv.assistant(f"{person} has {field} {value}.", {"kind": CheckKind.FACT, "answer": value})
+    return conv.example(Category.COPY)
+
+
 GENERATORS: dict[Category, Callable[[TaskContext], Example]] = {
     Category.CHAT: chat,
     Category.TOOL_CALL: tool_call,
@@ -969,4 +1047,5 @@ GENERATORS: dict[Category, Callable[[TaskContext], Example]] = {
     Category.JSON_EXTRACTION: json_extraction,
     Category.GROUNDED: grounded,
     Category.INJECTION: injection,
+    Category.COPY: copy_drill,
 }

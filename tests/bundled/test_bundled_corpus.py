@@ -3,11 +3,12 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from dataclasses import fields
 
 import pytest
 
 from switchyard.bundled.corpus import CorpusConfig, generate_corpus, heldout_config, load_jsonl, save_jsonl
-from switchyard.bundled.entities import HELDOUT_ENTITIES, TRAIN_ENTITIES
+from switchyard.bundled.entities import HELDOUT_ENTITIES, TRAIN_ENTITIES, EntityLists
 from switchyard.bundled.example import Category, CheckKind, Example
 from switchyard.bundled.tasks import NOT_FOUND_PHRASES, UNKNOWN_PHRASES
 from switchyard.bundled.tools import TOOLS, ToolWorld, evaluate_expression, run_tool
@@ -140,3 +141,28 @@ def test_weather_lookup_ignores_case_and_reports_unknown_city() -> None:
         "get_current_time",
         "search_documents",
     }
+
+
+def test_training_names_are_mostly_one_off_and_never_held_out() -> None:
+    """Widened training lists: thousands of invented words, none of which is a word of a held-out entry."""
+    assert len(TRAIN_ENTITIES.cities) > 1000 and len(TRAIN_ENTITIES.first_names) > 1000
+    held_out_words = {
+        w.casefold()
+        for f in fields(EntityLists)
+        for e in getattr(HELDOUT_ENTITIES, f.name)
+        for w in e.split()
+    }
+    for field in ("first_names", "last_names", "cities", "products", "topics", "codewords", "places"):
+        invented = {e.split()[0].casefold() for e in getattr(TRAIN_ENTITIES, field)[-50:]}  # before the noun
+        assert not invented & held_out_words, field
+
+
+def test_copy_drills_are_training_only_and_answered_from_the_prompt(bundled_corpus: list[Example]) -> None:
+    assert Category.COPY not in heldout_config().weights
+    drills = [e for e in bundled_corpus if e.category == Category.COPY]
+    for example in drills:
+        (check,) = example.checks
+        prompt = example.messages[check.turn - 1]["content"]
+        answer = json.loads(example.messages[check.turn]["content"]) if check.kind == CheckKind.JSON else None
+        values = [str(v) for v in answer.values()] if answer else [check.answer]
+        assert all(value in prompt for value in values)

@@ -128,7 +128,9 @@ def test_resume_continues_the_step_count_and_matches_an_uninterrupted_run(rows, 
 
 def test_budget_replans_the_schedule(rows) -> None:
     model = build_model(TINY_SHAPE, 1280, 2, 0, seed=0)
-    config = TrainConfig(max_steps=10_000, batch_rows=1, calibration_steps=2, time_budget_s=1.0)
+    config = TrainConfig(
+        max_steps=10_000, batch_rows=1, calibration_steps=2, calibration_skip=1, time_budget_s=5.0
+    )
     result = train_model(model, rows, config, progress=False)
     assert result.planned_steps < 10_000
     assert result.steps <= result.planned_steps
