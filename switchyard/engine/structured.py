@@ -167,15 +167,6 @@ class StructuredOutputManager:
         self._bitmask: torch.Tensor | None = None
         self.stats = StructuredOutputStats()
 
-    def cached(self, spec: StructuredOutputsParams) -> CompiledGrammar | None:
-        key = spec.cache_key()
-        with self._lock:
-            compiled = self._cache.get(key)
-            if compiled is not None:
-                self._cache.move_to_end(key)
-                self.stats.cache_hits += 1
-            return compiled
-
     def compile(self, spec: StructuredOutputsParams) -> CompiledGrammar:
         """Compile now on the calling thread (or return the cached grammar); raises InvalidRequestError."""
         return self.submit(spec).result()

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import regex
@@ -285,8 +284,3 @@ class JsonValueScanner:
                     self.done = True
                     return index + 1
         return len(text)
-
-
-def collect(events: Iterable[ParserEvent]) -> str:
-    """The content text of a list of events (tests and non-streaming callers)."""
-    return "".join(e.text for e in events if isinstance(e, ContentDelta))
