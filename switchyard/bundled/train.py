@@ -110,6 +110,11 @@ class TrainConfig:
     """Steps timed before deciding whether max_steps fits the budget. The first few steps of a process are
     slow (allocator, kernels warming up) and are left out of the timing, or the plan comes out far short."""
     calibration_skip: int = 3
+    context_loss_weight: float = 0.0
+    """Weight of the loss on prompt tokens (system, user, tool results) next to the assistant tokens' 1.0.
+    0 trains on replies only. Prompts are full of copy events (tool results repeat the call's arguments,
+    passages repeat names), so a small weight gives copying far more gradient per step; it costs LM-head compute
+    on every token. Not yet part of the recipe: measure it (see the issue notes) before making it the default."""
     checkpoint_every: int = 50
     seed: int = 0
 
@@ -181,19 +186,39 @@ def batch_rows(num_rows: int, batch_size: int, step: int, seed: int) -> torch.Te
 
 
 def assistant_loss(
-    model: Any, input_ids: torch.Tensor, position_ids: torch.Tensor, labels: torch.Tensor
+    model: Any,
+    input_ids: torch.Tensor,
+    position_ids: torch.Tensor,
+    labels: torch.Tensor,
+    context_weight: float = 0.0,
+    row_tokens: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Mean next-token cross-entropy over labelled positions, same value as transformers' `labels=` loss.
 
     The LM head and softmax run only on positions whose next token is labelled (about 15% of a packed row,
     the rest being prompts and tool schemas); over a 8k vocabulary that is a fifth of the step's compute.
     attention_mask stays None so transformers derives the per-example causal mask from the positions.
+
+    With `context_weight` > 0 (and each row's real token count `row_tokens`), the prompt tokens of every
+    example join in with that weight: the mean is (sum of assistant losses + w x sum of context losses) /
+    (assistant count + w x context count). A position whose next token starts another example, or padding,
+    is never a target.
     """
     hidden = model.model(input_ids=input_ids, position_ids=position_ids, use_cache=False).last_hidden_state
     targets = labels[:, 1:]
     selected = targets != IGNORE_INDEX
-    logits = model.lm_head(hidden[:, :-1][selected])
-    return torch.nn.functional.cross_entropy(logits.float(), targets[selected])
+    if context_weight <= 0:
+        logits = model.lm_head(hidden[:, :-1][selected])
+        return torch.nn.functional.cross_entropy(logits.float(), targets[selected])
+    assert row_tokens is not None, "context loss needs each row's real token count"
+    columns = torch.arange(1, input_ids.shape[1], device=input_ids.device)
+    real = columns[None, :] < row_tokens[:, None]
+    context = real & (position_ids[:, 1:] != 0) & ~selected
+    chosen = selected | context
+    logits = model.lm_head(hidden[:, :-1][chosen])
+    losses = torch.nn.functional.cross_entropy(logits.float(), input_ids[:, 1:][chosen], reduction="none")
+    weights = torch.where(selected[chosen], 1.0, context_weight)
+    return (losses * weights).sum() / weights.sum()
 
 
 def _rng_state() -> dict[str, Any]:
@@ -275,7 +300,14 @@ def train_model(
             index = batch_rows(rows.num_rows, config.batch_rows, step, config.seed)
             input_ids, labels = rows.input_ids[index], rows.labels[index]
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=config.bf16_autocast):
-                loss = assistant_loss(model, input_ids, rows.position_ids[index], labels)
+                loss = assistant_loss(
+                    model,
+                    input_ids,
+                    rows.position_ids[index],
+                    labels,
+                    config.context_loss_weight,
+                    rows.row_tokens[index],
+                )
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
             optimizer.step()
@@ -533,6 +565,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--draft-steps", type=int, help="optimizer steps for the draft model (default: recipe)"
     )
+    parser.add_argument(
+        "--context-loss-weight",
+        type=float,
+        default=None,
+        help="weight of the loss on prompt tokens next to the replies' 1.0 (default: recipe, 0 = replies only)",
+    )
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice, all cores)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     return parser
@@ -549,6 +587,12 @@ def main(argv: list[str] | None = None) -> int:
         main=replace(recipe.main, max_steps=args.main_steps or recipe.main.max_steps),
         draft=replace(recipe.draft, max_steps=args.draft_steps or recipe.draft.max_steps),
     )
+    if args.context_loss_weight is not None:
+        recipe = replace(
+            recipe,
+            main=replace(recipe.main, context_loss_weight=args.context_loss_weight),
+            draft=replace(recipe.draft, context_loss_weight=args.context_loss_weight),
+        )
     results = train_default(args.output, args.checkpoint_dir, args.minutes, args.seed, args.resume, recipe,
                             progress=not args.no_progress)  # fmt: skip
     for name, result in results.items():

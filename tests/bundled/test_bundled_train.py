@@ -61,6 +61,30 @@ def test_assistant_loss_equals_transformers_loss(rows) -> None:
     assert ours.item() == pytest.approx(theirs.item(), rel=1e-5)
 
 
+def test_context_loss_weight_adds_prompt_tokens_but_never_crosses_examples(rows) -> None:
+    model = build_model(TINY_SHAPE, 1280, 2, 0, 0)
+    index = torch.arange(2)
+    args = (model, rows.input_ids[index], rows.position_ids[index], rows.labels[index])
+    base = assistant_loss(*args)
+    assert assistant_loss(*args, 0.0, rows.row_tokens[index]).item() == pytest.approx(base.item())
+    # By hand: per-token losses over the whole rows, then the weighted mean over the allowed targets.
+    hidden_logits = model(input_ids=args[1], position_ids=args[2], use_cache=False).logits[:, :-1].float()
+    losses = torch.nn.functional.cross_entropy(
+        hidden_logits.transpose(1, 2), args[1][:, 1:], reduction="none"
+    )
+    assistant = args[3][:, 1:] != -100
+    columns = torch.arange(1, args[1].shape[1])
+    real = columns[None, :] < rows.row_tokens[index][:, None]
+    context = real & (args[2][:, 1:] != 0) & ~assistant
+    w = 0.3
+    expected = (losses[assistant].sum() + w * losses[context].sum()) / (assistant.sum() + w * context.sum())
+    got = assistant_loss(*args, w, rows.row_tokens[index])
+    assert got.item() == pytest.approx(expected.item(), rel=1e-4)
+    assert context.sum() > assistant.sum()  # prompts dominate the rows
+    boundaries = (args[2][:, 1:] == 0) & real
+    assert not (context & boundaries).any()
+
+
 def test_packed_examples_do_not_attend_to_each_other(rows) -> None:
     """An example's logits are the same alone as packed behind another one (per-example causal mask)."""
     model = build_model(TINY_SHAPE, 1280, 2, 0, 0).eval()
