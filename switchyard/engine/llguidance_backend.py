@@ -13,6 +13,7 @@ import torch
 import xgrammar as xgr
 
 from switchyard.engine.structured import StructuredOutputsParams, parse_json_schema
+from switchyard.engine.xgrammar_backend import apply_bitmask
 from switchyard.errors import InvalidRequestError
 
 _JSON_OPTIONS = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
@@ -103,13 +104,8 @@ class LLGuidanceBackend:
             matcher.matcher.unsafe_compute_mask_ptr(view.data_ptr(), view.numel() * view.element_size())
 
     def apply_bitmask(self, logits: torch.Tensor, bitmask: torch.Tensor, rows: list[int]) -> None:
-        # Same bit layout as xgrammar's (bit i of word j allows token 32 * j + i), so its kernel applies it.
-        masked = logits if logits.dtype == torch.float32 else logits.float()
-        xgr.apply_token_bitmask_inplace(
-            masked, bitmask.to(logits.device), vocab_size=self.vocab_size, indices=rows
-        )
-        if masked is not logits:
-            logits.copy_(masked)
+        # Same bit layout as xgrammar's, so its kernel applies llguidance's masks too.
+        apply_bitmask(logits, bitmask, rows, self.vocab_size)
 
 
 def _regex_escape(text: str) -> str:

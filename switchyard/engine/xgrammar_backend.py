@@ -86,14 +86,19 @@ class XGrammarBackend:
         self.batch.batch_fill_next_token_bitmask([m.matcher for m in matchers], bitmask, indices=rows)
 
     def apply_bitmask(self, logits: torch.Tensor, bitmask: torch.Tensor, rows: list[int]) -> None:
-        bitmask = bitmask.to(logits.device, non_blocking=True)
-        if logits.dtype != torch.float32:
-            # xgrammar's CPU kernel takes float32; mask a float32 copy and write it back.
-            masked = logits.float()
-            xgr.apply_token_bitmask_inplace(masked, bitmask, vocab_size=self.vocab_size, indices=rows)
-            logits.copy_(masked)
-            return
-        xgr.apply_token_bitmask_inplace(logits, bitmask, vocab_size=self.vocab_size, indices=rows)
+        apply_bitmask(logits, bitmask, rows, self.vocab_size)
+
+
+def apply_bitmask(logits: torch.Tensor, bitmask: torch.Tensor, rows: list[int], vocab_size: int) -> None:
+    """Set forbidden logits of `rows` to -inf in place (bit i of word j allows token 32 * j + i)."""
+    bitmask = bitmask.to(logits.device, non_blocking=True)
+    if logits.dtype != torch.float32:
+        # xgrammar's CPU kernel takes float32; mask a float32 copy and write it back.
+        masked = logits.float()
+        xgr.apply_token_bitmask_inplace(masked, bitmask, vocab_size=vocab_size, indices=rows)
+        logits.copy_(masked)
+        return
+    xgr.apply_token_bitmask_inplace(logits, bitmask, vocab_size=vocab_size, indices=rows)
 
 
 _LOOSE_STRING_CHARACTER = '[^\\"\\\\\\r\\n]'
