@@ -33,6 +33,7 @@ from switchyard.bundled import BUNDLED_DIR, DRAFT_MODEL, MAIN_MODEL
 from switchyard.bundled.chat_format import ENDOFTEXT, IM_END
 from switchyard.bundled.corpus import CorpusConfig, generate_corpus
 from switchyard.bundled.data import IGNORE_INDEX, PackedRows, pack_examples, tokenize_examples
+from switchyard.bundled.induction_init import InductionInit, install_induction_circuit
 from switchyard.bundled.tokenizer_training import (
     corpus_texts,
     load_tokenizer,
@@ -54,7 +55,9 @@ class ModelShape:
     num_attention_heads: int
     num_key_value_heads: int
     max_position_embeddings: int = 2048
-    rope_theta: float = 10000.0
+    rope_theta: float = 500_000.0
+    """High, as in Llama 3: the wired induction head (see `induction_init`) matches content on RoPE's slow
+    pairs, and a high theta gives it more of them."""
 
     def llama_config(self, vocab_size: int, eos_token_id: int, pad_token_id: int) -> transformers.LlamaConfig:
         return transformers.LlamaConfig(
@@ -159,9 +162,20 @@ def count_parameters(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
 
 
-def build_model(shape: ModelShape, vocab_size: int, eos_token_id: int, pad_token_id: int, seed: int) -> Any:
+def build_model(
+    shape: ModelShape,
+    vocab_size: int,
+    eos_token_id: int,
+    pad_token_id: int,
+    seed: int,
+    induction: InductionInit | None = None,
+) -> Any:
+    """A freshly initialised model; with `induction`, layers 0-1 start with a wired copy circuit."""
     torch.manual_seed(seed)
-    return transformers.LlamaForCausalLM(shape.llama_config(vocab_size, eos_token_id, pad_token_id))
+    model = transformers.LlamaForCausalLM(shape.llama_config(vocab_size, eos_token_id, pad_token_id))
+    if induction is not None:
+        install_induction_circuit(model, replace(induction, seed=seed))
+    return model
 
 
 def make_optimizer(model: torch.nn.Module, config: TrainConfig) -> torch.optim.AdamW:
@@ -391,9 +405,12 @@ def write_model_folder(
 
 
 def model_card(name: str, role: str, params: int, shape: ModelShape, vocab_size: int, seed: int,
-               corpus_size: int, rows: PackedRows, result: TrainResult, config: TrainConfig) -> str:  # fmt: skip
+               corpus_size: int, rows: PackedRows, result: TrainResult, config: TrainConfig,
+               wired_induction: bool = False) -> str:  # fmt: skip
     """README.md of a bundled model: what it is, how it was made, and how far to trust it."""
     budget_note = " (stopped at the time budget)" if result.stopped_by_budget else ""
+    init = ("random, plus a copy circuit wired into layers 0-1 (previous-token head and induction head, "
+            "`switchyard.bundled.induction_init`)" if wired_induction else "random")  # fmt: skip
     return f"""---
 license: apache-2.0
 library_name: transformers
@@ -419,6 +436,7 @@ Reproduce with `switchyard train-default --seed {seed}`.
 |---|---|
 | architecture | LlamaForCausalLM, hidden {shape.hidden_size}, {shape.num_hidden_layers} layers, {shape.num_attention_heads} heads ({shape.num_key_value_heads} KV), MLP {shape.intermediate_size}, tied embeddings |
 | parameters | {params / 1e6:.2f}M |
+| initialisation | {init} |
 | tokenizer | byte-level BPE, {vocab_size} tokens, ChatML template with Qwen2.5-style tool calls |
 | seed | {seed} |
 | corpus | {corpus_size} synthetic conversations ({rows.num_examples} packed into {rows.num_rows} rows of {config.row_len} tokens) |
@@ -461,6 +479,9 @@ class DefaultRecipe:
     draft: TrainConfig = TrainConfig(max_steps=2000, lr=3e-3, warmup_steps=50)
     main_budget_share: float = 0.85
     """Of the training time (the budget less corpus and tokenizer work): the rest goes to the draft."""
+    induction: InductionInit | None = InductionInit()
+    """Wire a copy circuit into both models at init (see `switchyard.bundled.induction_init`): without it,
+    copying (tool arguments, JSON values, citations) had not emerged after the whole CPU budget."""
 
 
 def prepare_data(
@@ -530,10 +551,10 @@ def train_default(
         if previous is not None:
             # A resumed model keeps the budget and plan it started with; its elapsed time is in the checkpoint.
             config = replace(config, **{k: previous["config"][k] for k in ("time_budget_s", "max_steps")})
-        model = build_model(shape, vocab, eos, pad, seed)
+        model = build_model(shape, vocab, eos, pad, seed, recipe.induction)
         result = train_model(model, rows, config, model_ckpt, resume=resume, desc=name, progress=progress)
         card = model_card(name, role, count_parameters(model), shape, tokenizer.get_vocab_size(), seed,
-                          recipe.corpus_size, rows, result, config)  # fmt: skip
+                          recipe.corpus_size, rows, result, config, recipe.induction is not None)  # fmt: skip
         write_model_folder(model, tokenizer, output_dir / name, card, shape.max_position_embeddings)
         done.write_text(json.dumps(asdict(result)))
         results[name] = result
