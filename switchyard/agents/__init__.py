@@ -28,7 +28,7 @@ from switchyard.agents.model import (
 from switchyard.agents.result import RunResult
 from switchyard.agents.runner import Runner, RunStream
 from switchyard.agents.state import ApprovalItem, RunState
-from switchyard.agents.tool import FunctionTool, SideEffects, ToolContext, tool
+from switchyard.agents.tool import FunctionTool, SideEffects, ToolContext, ToolTimeoutError, tool
 from switchyard.agents.tracing import AgentTracer, TraceConfig
 
 __all__ = [
@@ -66,6 +66,7 @@ __all__ = [
     "ToolCalled",
     "ToolContext",
     "ToolResult",
+    "ToolTimeoutError",
     "TraceConfig",
     "tool",
 ]

@@ -2,7 +2,9 @@
 
 A run killed at any point (kill -9 included) resumes from its last committed state. Tool calls with side
 effects are bracketed in the `effects` table by their idempotency key: a call recorded as done is never run
-again, and one that started but never recorded its end is retried only if its tool says it is idempotent.
+again, one that started but never recorded its end is retried only if its tool says it is idempotent, and one
+recorded as timed out is never run again (it may have taken effect, and a sync tool's thread may still be
+running it).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ class StepRecord:
 @dataclass(frozen=True)
 class Effect:
     status: str
-    """"started" or "done"."""
+    """"started", "done" or "timed_out"."""
     result: str | None
 
 
@@ -101,6 +103,12 @@ class CheckpointStore:
     def effect_done(self, key: str, result: str) -> None:
         with self._transaction():
             self._db.execute("UPDATE effects SET status = 'done', result = ? WHERE key = ?", (result, key))
+
+    def effect_timed_out(self, key: str) -> None:
+        """The call was abandoned while running: whether it took effect is unknown, and it stays unknown (a
+        result that comes later is discarded, never recorded)."""
+        with self._transaction():
+            self._db.execute("UPDATE effects SET status = 'timed_out' WHERE key = ?", (key,))
 
     def _transaction(self) -> _Transaction:
         return _Transaction(self._db)

@@ -8,9 +8,12 @@ a call is never dispatched with guessed arguments (see `ToolArgumentsError`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import inspect
 import json
 import re
+import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -41,6 +44,15 @@ class ToolArgumentsError(ValueError):
     """The model's arguments are not JSON or do not match the tool's schema; the message goes back to it."""
 
 
+class ToolTimeoutError(TimeoutError):
+    """A call ran past its tool's `timeout` and was abandoned (see `FunctionTool.invoke`)."""
+
+    def __init__(self, tool: str, timeout: float) -> None:
+        super().__init__(f"{tool} timed out after {timeout} s")
+        self.tool = tool
+        self.timeout = timeout
+
+
 ApprovalPredicate = Callable[[dict[str, Any]], bool]
 
 
@@ -57,7 +69,8 @@ class FunctionTool:
     context_parameter: str | None = None
     """Name of the parameter that receives the `ToolContext`, if the function takes one."""
     timeout: float | None = None
-    """Seconds a call may run; a late call ends with an error result (a sync function's thread runs on)."""
+    """Seconds a call may run; past it the call is abandoned with `ToolTimeoutError` and its result, should it
+    ever come, is discarded (an async function is cancelled; a sync function's thread cannot be, and runs on)."""
     needs_approval: bool | ApprovalPredicate = False
     """True, or a predicate on the validated arguments, to pause the run for a human decision first."""
     side_effects: SideEffects = SideEffects.READ_ONLY
@@ -93,10 +106,9 @@ class FunctionTool:
         try:
             model = self.arguments_model.model_validate(raw)
         except pydantic.ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in exc.errors()
-            )
-            raise ToolArgumentsError(f"arguments do not match the schema: {problems}") from None
+            raise ToolArgumentsError(
+                f"arguments do not match the schema: {validation_problems(exc)}"
+            ) from None
         return model.model_dump(mode="json")
 
     def approval_required(self, arguments: dict[str, Any]) -> bool:
@@ -105,16 +117,69 @@ class FunctionTool:
         return self.needs_approval
 
     async def invoke(self, arguments: dict[str, Any], context: ToolContext) -> str:
-        """Run the function on validated arguments and return its result as text for the tool message."""
+        """Run the function on validated arguments and return its result as text for the tool message.
+
+        Past `timeout` this raises `ToolTimeoutError` and the call is abandoned: an async function is
+        cancelled; a sync function (on its own thread, see `run_in_thread`) cannot be stopped, so it runs on,
+        and whatever it returns or raises later is discarded. An acting tool may therefore still take effect
+        after its timeout; the runner records it so that no resume runs it again.
+        """
         values = dict(self.arguments_model.model_validate(arguments))
         if self.context_parameter is not None:
             values[self.context_parameter] = context
         if inspect.iscoroutinefunction(self.function):
             call: Awaitable[Any] = self.function(**values)
         else:
-            call = asyncio.to_thread(self.function, **values)
-        result = await asyncio.wait_for(call, self.timeout) if self.timeout is not None else await call
+            call = run_in_thread(self.function, values, name=f"tool-{self.name}")
+        if self.timeout is None:
+            return result_text(await call)
+        try:
+            async with asyncio.timeout(self.timeout) as deadline:
+                result = await call
+        except TimeoutError:
+            if deadline.expired():
+                raise ToolTimeoutError(self.name, self.timeout) from None
+            raise  # the function's own TimeoutError: a failure, not our timeout
         return result_text(result)
+
+
+def run_in_thread(function: Callable[..., Any], values: dict[str, Any], *, name: str) -> asyncio.Future[Any]:
+    """Run a sync function on a daemon thread of its own; the future settles with its result or exception.
+
+    A Python thread cannot be stopped, so a call nobody waits for any more (timed out, run cancelled) runs on.
+    A thread of its own keeps such a call from holding a shared pool's worker (starving later calls) and from
+    delaying `asyncio.run`'s exit; being a daemon, it does not delay the process's exit either. Its late
+    result is discarded here: the future is already done (cancelled), or the loop is already closed.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(result: Any, error: BaseException | None) -> None:
+        if future.done():
+            return  # abandoned: the late result goes nowhere
+        if error is None:
+            future.set_result(result)
+        else:
+            future.set_exception(error)
+
+    def work() -> None:
+        result: Any = None
+        error: BaseException | None = None
+        try:
+            result = context.run(function, **values)
+        except BaseException as exc:
+            error = exc
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is waiting for this
+            loop.call_soon_threadsafe(settle, result, error)
+
+    threading.Thread(target=work, name=name, daemon=True).start()
+    return future
+
+
+def validation_problems(exc: pydantic.ValidationError) -> str:
+    """Each problem as `field.path: message`, for error text the model can act on."""
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in exc.errors())
 
 
 def result_text(result: Any) -> str:

@@ -1,6 +1,7 @@
 """A run that kills itself with SIGKILL at a chosen point, for the checkpoint tests (run as a subprocess).
 
-Usage: python crash_worker.py DB OUTBOX KILL_AT IDEMPOTENT   (KILL_AT: in_tool, before_answer, never)
+Usage: python crash_worker.py DB OUTBOX KILL_AT IDEMPOTENT
+(KILL_AT: in_tool, after_timeout, before_answer, never)
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 from scripted_model import ScriptedModel, call, say
@@ -19,7 +21,7 @@ RUN_ID = "crash-run"
 
 
 def build_agent(outbox: Path, kill_at: str, idempotent: bool) -> Agent:
-    @tool(side_effects="acting", idempotent=idempotent)
+    @tool(side_effects="acting", idempotent=idempotent, timeout=1.0 if kill_at == "after_timeout" else None)
     def send_message(to: str, text: str, context: ToolContext) -> str:
         """Send a message (appends a line to the outbox file)."""
         lines = outbox.read_text().splitlines() if outbox.exists() else []
@@ -29,6 +31,8 @@ def build_agent(outbox: Path, kill_at: str, idempotent: bool) -> Agent:
             out.write(f"{context.idempotency_key} {to}: {text}\n")
         if kill_at == "in_tool":
             os.kill(os.getpid(), signal.SIGKILL)  # the effect happened; its result was never recorded
+        if kill_at == "after_timeout":
+            time.sleep(30)  # past the tool's timeout: the call is abandoned while its thread runs on
         return "sent"
 
     def answer(request: ModelRequest) -> ModelResponse:
@@ -40,12 +44,21 @@ def build_agent(outbox: Path, kill_at: str, idempotent: bool) -> Agent:
     return Agent(name="courier", tools=[send_message], client=model)
 
 
-def runner_for(db: Path, agent: Agent) -> Runner:
-    return Runner(store=CheckpointStore(db), agents=[agent])
+class _DiesAfterTimeout(CheckpointStore):
+    """Dies right after recording a timed-out effect, before the call's result is committed."""
+
+    def effect_timed_out(self, key: str) -> None:
+        super().effect_timed_out(key)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def runner_for(db: Path, agent: Agent, kill_at: str = "never") -> Runner:
+    store = _DiesAfterTimeout(db) if kill_at == "after_timeout" else CheckpointStore(db)
+    return Runner(store=store, agents=[agent])
 
 
 if __name__ == "__main__":
     db, outbox, kill_at, idempotent = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], sys.argv[4] == "1"
     agent = build_agent(outbox, kill_at, idempotent)
-    result = runner_for(db, agent).run_sync(agent, "tell ana hello", run_id=RUN_ID)
+    result = runner_for(db, agent, kill_at).run_sync(agent, "tell ana hello", run_id=RUN_ID)
     print(result.status.value)

@@ -34,6 +34,9 @@ def crash(tmp_path: Path, kill_at: str, idempotent: bool) -> subprocess.Complete
     [
         ("in_tool", False, "interrupted before it reported"),  # not retried: it may have taken effect
         ("in_tool", True, "sent (already)"),  # retried with the same key; the tool dedupes
+        # timed out (recorded under its key), then killed before its result was committed: never rerun
+        ("after_timeout", False, "earlier attempt of send_message timed out"),
+        ("after_timeout", True, "earlier attempt of send_message timed out"),
         ("before_answer", False, "sent"),  # the result was committed; resume only asks the model again
     ],
 )

@@ -9,7 +9,7 @@ from typing import Literal
 import pytest
 
 from switchyard.agents import SideEffects, ToolContext, tool
-from switchyard.agents.tool import ToolArgumentsError
+from switchyard.agents.tool import ToolArgumentsError, ToolTimeoutError
 
 CONTEXT = ToolContext("run", "run:1:call", "tester", frozenset())
 
@@ -76,5 +76,16 @@ def test_timeout_and_approval_predicate() -> None:
         return "done"
 
     assert sleepy.approval_required({"seconds": 5}) and not sleepy.approval_required({"seconds": 0.1})
-    with pytest.raises(TimeoutError):
+    with pytest.raises(ToolTimeoutError, match=r"sleepy timed out after 0\.05 s"):
         asyncio.run(sleepy.invoke({"seconds": 0.2}, CONTEXT))
+
+
+def test_a_tools_own_timeout_error_is_a_failure_not_a_timeout() -> None:
+    @tool(timeout=5)
+    async def flaky() -> str:
+        """Its own network call timed out."""
+        raise TimeoutError("upstream")
+
+    with pytest.raises(TimeoutError, match="upstream") as caught:
+        asyncio.run(flaky.invoke({}, CONTEXT))
+    assert not isinstance(caught.value, ToolTimeoutError)

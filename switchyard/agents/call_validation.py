@@ -1,0 +1,70 @@
+"""Validating the model's tool calls before anything runs: unknown tool, scopes, JSON, schema.
+
+A bad call becomes a finished call whose result tells the model what is wrong (with the schema); nothing is
+ever dispatched with arguments that failed validation.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pydantic
+
+from switchyard.agents.agent import Agent
+from switchyard.agents.final_answer import FINAL_ANSWER_TOOL, final_adapter, final_answer_spec
+from switchyard.agents.injection import Caller, missing_scopes
+from switchyard.agents.model import ToolCallRequest
+from switchyard.agents.state import CallStatus, PendingCall, RunState
+from switchyard.agents.tool import FunctionTool, ToolArgumentsError, validation_problems
+
+
+def offered_tools(agent: Agent, state: RunState) -> list[FunctionTool]:
+    """The agent's allowlisted tools the caller holds the scopes for."""
+    caller = Caller(state.caller, frozenset(state.scopes))
+    return [t for t in agent.allowed_tools() if not missing_scopes(t, caller)]
+
+
+def validate_call(state: RunState, agent: Agent, call: ToolCallRequest) -> PendingCall:
+    """A pending call with validated arguments, or one already DONE with the error the model must see."""
+    pending = PendingCall(call.id, call.name, {}, state.step)
+    if any(h.tool_name == call.name for h in agent.handoff_list()):
+        return pending
+    if call.name == FINAL_ANSWER_TOOL and agent.output_type is not None:
+        try:
+            value = final_adapter(agent.output_type).validate_json(call.arguments or "{}")
+        except pydantic.ValidationError as exc:
+            schema = final_answer_spec(agent.output_type)["function"]["parameters"]
+            return _refused(
+                pending,
+                f"Error: invalid final answer: {validation_problems(exc)}. Schema: {json.dumps(schema)}",
+            )
+        pending.arguments = final_adapter(agent.output_type).dump_python(value, mode="json")
+        return pending
+    tool = next((t for t in agent.allowed_tools() if t.name == call.name), None)
+    if tool is None:
+        offered = [t.name for t in offered_tools(agent, state)]
+        return _refused(
+            pending,
+            f"Error: unknown tool {call.name!r}. Available tools: {', '.join(offered) or 'none'}.",
+        )
+    lacking = missing_scopes(tool, Caller(state.caller, frozenset(state.scopes)))
+    if lacking:
+        return _refused(
+            pending,
+            f"Error: {call.name} is not permitted for this caller (missing scopes: {', '.join(sorted(lacking))}).",
+        )
+    try:
+        pending.arguments = tool.parse_arguments(call.arguments)
+    except ToolArgumentsError as exc:
+        return _refused(
+            pending,
+            f"Error: {exc}. The call was not run. Arguments schema: {json.dumps(tool.parameters)}",
+        )
+    return pending
+
+
+def _refused(call: PendingCall, text: str) -> PendingCall:
+    call.status = CallStatus.DONE
+    call.result = text
+    call.is_error = True
+    return call
