@@ -49,7 +49,8 @@ class Agent:
     settings: ModelSettings = field(default_factory=ModelSettings)
     output_type: type[Any] | None = None
     """A pydantic model (or any type pydantic validates) for a structured final answer, offered as a
-    `final_answer` tool so a constraining server enforces its schema."""
+    `final_answer` tool so a constraining server enforces its schema. A valid `final_answer` call ends the run;
+    the other calls of its turn are never run (agents/final_answer.py)."""
     handoffs: list[Agent | Handoff] = field(default_factory=list)
     input_guardrails: list[Guardrail] = field(default_factory=list)
     output_guardrails: list[Guardrail] = field(default_factory=list)

@@ -24,6 +24,17 @@ def offered_tools(agent: Agent, state: RunState) -> list[FunctionTool]:
     return [t for t in agent.allowed_tools() if not missing_scopes(t, caller)]
 
 
+def allowed_tool(agent: Agent, name: str) -> FunctionTool | None:
+    """The agent's allowlisted tool of that name, or None."""
+    return next((t for t in agent.allowed_tools() if t.name == name), None)
+
+
+def unknown_tool_text(agent: Agent, state: RunState, name: str) -> str:
+    """The error result of a call to a tool the agent does not have (or no longer has, on a resume)."""
+    offered = [t.name for t in offered_tools(agent, state)]
+    return f"Error: unknown tool {name!r}; the call was not run. Available tools: {', '.join(offered) or 'none'}."
+
+
 def validate_call(state: RunState, agent: Agent, call: ToolCallRequest) -> PendingCall:
     """A pending call with validated arguments, or one already DONE with the error the model must see."""
     pending = PendingCall(call.id, call.name, {}, state.step)
@@ -40,13 +51,9 @@ def validate_call(state: RunState, agent: Agent, call: ToolCallRequest) -> Pendi
             )
         pending.arguments = final_adapter(agent.output_type).dump_python(value, mode="json")
         return pending
-    tool = next((t for t in agent.allowed_tools() if t.name == call.name), None)
+    tool = allowed_tool(agent, call.name)
     if tool is None:
-        offered = [t.name for t in offered_tools(agent, state)]
-        return _refused(
-            pending,
-            f"Error: unknown tool {call.name!r}. Available tools: {', '.join(offered) or 'none'}.",
-        )
+        return _refused(pending, unknown_tool_text(agent, state, call.name))
     lacking = missing_scopes(tool, Caller(state.caller, frozenset(state.scopes)))
     if lacking:
         return _refused(

@@ -25,7 +25,11 @@ class DemoWorld:
     outbox: list[str] = field(default_factory=list)
 
     def a_city(self) -> str:
-        return next(iter(self.world.weather))
+        """The first city of the weather table (the demo's tasks ask about it)."""
+        city = next(iter(self.world.weather), None)
+        if city is None:
+            raise ValueError("the demo world has no cities in its weather table")
+        return city
 
 
 def demo_tools(state: DemoWorld) -> list[FunctionTool]:

@@ -2,6 +2,11 @@
 whose arguments are the answer, or through a text reply that parses as the type.
 
 Tool arguments must be a JSON object, so an output type that is not one travels wrapped as `{"value": ...}`.
+
+A turn with a valid `final_answer` call ends the run with that answer (then output guardrails), whatever else
+the turn called: its other calls, valid or not (handoffs included), are never run and get no result, and the
+first valid `final_answer` of the turn is the one taken. An invalid `final_answer` is a bad call like any other:
+it gets an error result and the turn's other calls are resolved as usual.
 """
 
 from __future__ import annotations
@@ -49,11 +54,12 @@ def final_answer_spec(output_type: type[Any]) -> dict[str, Any]:
 
 
 def final_from_tool(agent: Agent, calls: list[PendingCall]) -> tuple[Any] | None:
-    """(the answer,) from the turn's validated `final_answer` call, or None when it made none."""
+    """(the answer,) from the turn's first valid `final_answer` call, or None when it made none; `calls` are
+    validated (`call_validation.validate_call`), so an invalid one already carries its error."""
     if agent.output_type is None:
         return None
     for call in calls:
-        if call.name == FINAL_ANSWER_TOOL:
+        if call.name == FINAL_ANSWER_TOOL and not call.is_error:
             value = call.arguments
             if is_wrapped(agent.output_type):
                 value = value["value"]

@@ -253,18 +253,21 @@ class Runner:
         for call in response.tool_calls:
             signature = call_signature(call.name, call.arguments)
             state.call_counts[signature] = state.call_counts.get(signature, 0) + 1
-        state.pending = [validate_call(state, agent, call) for call in response.tool_calls]
+        calls = [validate_call(state, agent, call) for call in response.tool_calls]
+        final = final_from_tool(agent, calls)
+        # A valid final answer ends the run (accepted or blocked by a guardrail): the turn's other calls,
+        # valid or not, are never run, so none is left pending for a resume (final_answer.py).
+        state.pending = [] if final is not None else calls
         bad = any(c.is_error for c in state.pending)
         state.bad_call_streak = state.bad_call_streak + 1 if bad else 0
-        final = final_from_tool(agent, state.pending) if not bad else None
         if not response.tool_calls:
             final, problem = final_from_text(agent, response.content or "")
             if problem is not None:
                 state.bad_call_streak += 1
                 state.messages.append({"role": "user", "content": problem})
         run.save("model_output", json.dumps(message, ensure_ascii=False))
-        for call in state.pending:
-            run.emit(ToolCalled(agent.name, call.call_id, call.name, call.arguments))
+        for pending in calls:
+            run.emit(ToolCalled(agent.name, pending.call_id, pending.name, pending.arguments))
         return self._after_model_turn(run, agent, response, final)
 
     def _after_model_turn(
@@ -276,7 +279,6 @@ class Runner:
             if tripped is not None:
                 return self._finish(run, RunStatus.GUARDRAIL_TRIPPED, f"output guardrail: {tripped.message}")
             state.final_output = final[0]
-            state.pending = []
             return self._finish(run, RunStatus.COMPLETED, "")
         if state.bad_call_streak > limits.max_tool_retries:
             return self._finish(

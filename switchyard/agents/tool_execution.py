@@ -22,6 +22,7 @@ from typing import Any
 
 from switchyard.agents.active_run import ActiveRun, RunTimeoutReached
 from switchyard.agents.agent import Agent, Handoff
+from switchyard.agents.call_validation import allowed_tool, unknown_tool_text
 from switchyard.agents.events import ToolResult
 from switchyard.agents.injection import InjectionPolicy, approval_reason
 from switchyard.agents.state import CallStatus, PendingCall
@@ -62,7 +63,10 @@ def decide_calls(
                     run, agent, call, f"Transferred to {handoffs[call.name].agent.name}.", error=False
                 )
             continue
-        tool = next(t for t in agent.allowed_tools() if t.name == call.name)
+        tool = allowed_tool(agent, call.name)
+        if tool is None:  # validated against an agent redefined since (a resume): never run it
+            complete_call(run, agent, call, unknown_tool_text(agent, state, call.name), error=True)
+            continue
         if call.status is CallStatus.PENDING:
             reason = approval_reason(tool, call.arguments, state.tainted, policy)
             if reason is not None:

@@ -76,6 +76,19 @@ def test_rejection_reaches_the_model_and_the_tool_never_runs() -> None:
     assert "rejected this call: not to bo" in next(m["content"] for m in done.messages if m["role"] == "tool")
 
 
+def test_an_approved_call_whose_tool_is_gone_on_resume_gets_an_error_and_never_runs() -> None:
+    outbox: list[str] = []
+    send, save, _ = make_tools(outbox)
+    model = ScriptedModel([call("send_message", {"to": "ana", "text": "hi"}, "c1"), say("Could not send.")])
+    paused = Runner().run_sync(Agent(name="mailer", tools=[send, save], client=model), "message ana")
+    paused.state.approve("c1")
+    # The agent is redefined without the tool between the pause and the resume.
+    done = Runner(agents=[Agent(name="mailer", tools=[save], client=model)]).resume_sync(paused.state)
+    assert done.completed and done.final_output == "Could not send." and outbox == []
+    (result,) = [m["content"] for m in done.messages if m["role"] == "tool"]
+    assert "unknown tool 'send_message'" in result and "not run" in result
+
+
 def test_untrusted_content_makes_acting_tools_need_approval() -> None:
     outbox: list[str] = []
     _, save, fetch = make_tools(outbox)

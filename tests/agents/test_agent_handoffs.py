@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 
 import pydantic
-from scripted_model import ScriptedModel, call, say
+import pytest
+from scripted_model import ScriptedModel, call, calls, say
 
 from switchyard.agents import (
     Agent,
@@ -75,6 +76,73 @@ def test_structured_output_through_the_final_answer_tool_or_text() -> None:
         Agent(name="n", output_type=int, client=ScriptedModel([call("final_answer", {"value": 7})])), "n"
     )
     assert counted.final_output == 7
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        ("lookup", {"order": 7}, "c_other"),  # valid
+        ("lookup", {"order": "seven"}, "c_other"),  # arguments fail the schema
+        ("lookup", "{not json", "c_other"),  # arguments are not JSON
+        ("no_such_tool", {}, "c_other"),  # unknown tool
+    ],
+    ids=["valid", "bad-schema", "bad-json", "unknown-tool"],
+)
+@pytest.mark.parametrize("final_first", [True, False], ids=["final-first", "final-last"])
+def test_a_valid_final_answer_ends_the_run_whatever_else_the_turn_called(
+    other: tuple[str, object, str], final_first: bool
+) -> None:
+    ran: list[int] = []
+
+    @tool
+    def lookup(order: int) -> str:
+        """Look up an order."""
+        ran.append(order)
+        return f"order {order} shipped"
+
+    final = ("final_answer", {"city": "Oslo", "celsius": 4}, "c_final")
+    turn = calls(final, other) if final_first else calls(other, final)  # type: ignore[arg-type]
+    model = ScriptedModel([turn])
+    result = Runner().run_sync(Agent(name="w", tools=[lookup], output_type=Answer, client=model), "weather?")
+    assert result.status is RunStatus.COMPLETED and result.final_output == Answer(city="Oslo", celsius=4)
+    assert result.turns == 1 and ran == []  # the turn's other call never ran
+    assert result.state.pending == [] and not any(m["role"] == "tool" for m in result.messages)
+
+
+def test_the_first_valid_final_answer_wins_and_an_invalid_one_is_an_ordinary_bad_call() -> None:
+    model = ScriptedModel(
+        [
+            calls(("final_answer", {"city": "Oslo"}, "c1"), ("lookup", {"order": 7}, "c2")),
+            calls(
+                ("final_answer", {"city": "Oslo"}, "c3"),
+                ("final_answer", {"city": "Rome", "celsius": 20}, "c4"),
+                ("final_answer", {"city": "Oslo", "celsius": 4}, "c5"),
+            ),
+        ]
+    )
+    result = Runner().run_sync(Agent(name="w", tools=[lookup], output_type=Answer, client=model), "weather?")
+    assert result.completed and result.final_output == Answer(city="Rome", celsius=20) and result.turns == 2
+    # Turn 1 had no valid final answer: the bad one got its error and the valid call ran, as in any turn.
+    tool_results = {m["tool_call_id"]: m["content"] for m in result.messages if m["role"] == "tool"}
+    assert "celsius: Field required" in tool_results["c1"] and "order 7 shipped" in tool_results["c2"]
+
+
+def test_an_output_guardrail_blocking_a_final_answer_tool_call_leaves_nothing_to_run_on_resume() -> None:
+    def no_oslo(text: str) -> GuardrailResult:
+        return GuardrailResult("Oslo" in text, "mentions Oslo")
+
+    model = ScriptedModel(
+        [
+            calls(("final_answer", {"city": "Oslo", "celsius": 4}, "c1"), ("lookup", {"order": "x"}, "c2")),
+            call("final_answer", {"city": "Rome", "celsius": 20}),
+        ]
+    )
+    agent = Agent(name="w", tools=[lookup], output_type=Answer, output_guardrails=[no_oslo], client=model)
+    runner = Runner()
+    blocked = runner.run_sync(agent, "weather?")
+    assert blocked.status is RunStatus.GUARDRAIL_TRIPPED and blocked.state.pending == []
+    resumed = runner.resume_sync(blocked.state)
+    assert resumed.completed and resumed.final_output == Answer(city="Rome", celsius=20)
 
 
 def test_streamed_run_reports_deltas_calls_results_approvals_and_the_end() -> None:
