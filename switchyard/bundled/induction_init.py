@@ -28,7 +28,19 @@ import torch
 class InductionInit:
     """Strengths of the wired circuit; defaults were tuned on a repeated-random-tokens probe."""
 
-    prev_weights: tuple[float, ...] = (0.589, 0.062, 0.025, 0.055, 0.056, 0.035, 0.03, 0.032, 0.046, 0.059, 0.012)
+    prev_weights: tuple[float, ...] = (
+        0.589,
+        0.062,
+        0.025,
+        0.055,
+        0.056,
+        0.035,
+        0.03,
+        0.032,
+        0.046,
+        0.059,
+        0.012,
+    )
     """Share of the previous-token score on each RoPE pair, fastest first. Chosen (a small linear programme over
     rope_theta 5e5, head_dim 64) to maximise the worst-case gap between one position back and any other
     offset up to 768: about 0.29 of the total, against 0.1 for equal shares."""
@@ -86,8 +98,9 @@ def install_induction_circuit(model: Any, init: InductionInit | None = None) -> 
     attn.q_proj.weight[q_rows] = 0.0
     attn.k_proj.weight[kv_rows] = 0.0
     # score(i, j) = sum over pairs of s^2 * c^2 * cos((j - i + 1) * theta) / sqrt(head_dim): peaks at j = i - 1.
-    const_normed = init.constant / float(embed[:, token].pow(2).mean().mul(len(token) / hidden).add(
-        init.constant**2 / hidden).sqrt())
+    const_normed = init.constant / float(
+        embed[:, token].pow(2).mean().mul(len(token) / hidden).add(init.constant**2 / hidden).sqrt()
+    )
     for pair, share in enumerate(init.prev_weights):
         scale = math.sqrt(init.prev_strength * share * math.sqrt(head_dim)) / const_normed
         theta = float(inv_freq[pair])
@@ -110,7 +123,9 @@ def install_induction_circuit(model: Any, init: InductionInit | None = None) -> 
     q_block = torch.zeros(head_dim, hidden)
     q_block[match_dims[:, None], token[None, :]] = init.match_strength * projection[: len(match_dims)]
     k_block = torch.zeros(head_dim, hidden)
-    k_block[match_dims[:, None], prev[None, : len(match_dims)]] = init.match_strength * torch.eye(len(match_dims))
+    k_block[match_dims[:, None], prev[None, : len(match_dims)]] = init.match_strength * torch.eye(
+        len(match_dims)
+    )
     attn.q_proj.weight[q_rows] = q_block
     attn.k_proj.weight[kv_rows] = k_block
     v_block = torch.zeros(head_dim, hidden)

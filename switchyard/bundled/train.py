@@ -479,7 +479,7 @@ class DefaultRecipe:
     draft: TrainConfig = TrainConfig(max_steps=2000, lr=3e-3, warmup_steps=50)
     main_budget_share: float = 0.85
     """Of the training time (the budget less corpus and tokenizer work): the rest goes to the draft."""
-    induction: InductionInit | None = InductionInit()
+    induction: InductionInit | None = field(default_factory=InductionInit)
     """Wire a copy circuit into both models at init (see `switchyard.bundled.induction_init`): without it,
     copying (tool arguments, JSON values, citations) had not emerged after the whole CPU budget."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from switchyard.bundled.induction_init import InductionInit, install_induction_circuit
+from switchyard.bundled.induction_init import InductionInit
 from switchyard.bundled.train import DRAFT_SHAPE, ModelShape, build_model
 
 VOCAB = 512
@@ -53,7 +53,11 @@ def test_wired_model_copies_repeated_text_before_any_training(shape: ModelShape)
 
 def test_too_small_shapes_are_refused() -> None:
     small = ModelShape(
-        hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
     )
     with pytest.raises(ValueError, match="induction circuit needs"):
         build_model(small, VOCAB, 1, 0, seed=0, induction=InductionInit())
