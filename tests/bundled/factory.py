@@ -24,5 +24,4 @@ def tiny_recipe(main_steps: int = 5, draft_steps: int = 2) -> DefaultRecipe:
         ),
         main=TrainConfig(max_steps=main_steps, batch_rows=2, warmup_steps=2, checkpoint_every=2),
         draft=TrainConfig(max_steps=draft_steps, batch_rows=2, warmup_steps=1),
-        induction=None,  # the wired circuit needs head_dim >= 64; tested on its own
     )
