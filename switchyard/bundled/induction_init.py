@@ -15,7 +15,7 @@ Residual layout at init (hidden size H): dims [0, H-65) carry the token embeddin
 for the previous-token copy, and dim H-1 is a constant on every token (a bias the position-only query and key
 of the previous-token head read). The previous-token head uses RoPE's fast pairs, whose angle only lines up
 one position back; the induction head matches content on RoPE's slowest pairs, which barely rotate across a
-row, so the match works at any distance. Set `rope_theta` high (see `MAIN_SHAPE`) to have enough slow pairs.
+row, so the match works at any distance. Set `ModelShape.rope_theta` high (5e5) to have enough slow pairs.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def install_induction_circuit(model: Any, init: InductionInit | None = None) -> 
     if config.num_hidden_layers < 2 or head_dim < 64 or hidden <= 2 * head_dim:
         raise ValueError("the induction circuit needs 2+ layers, head_dim >= 64 and hidden > 2 x head_dim")
     if len(init.prev_weights) + init.match_pairs > half:
-        raise ValueError("prev_pairs + match_pairs exceed the head's RoPE pairs")
+        raise ValueError("len(prev_weights) + match_pairs exceed the head's RoPE pairs")
     generator = torch.Generator().manual_seed(init.seed)
     const = hidden - 1
     prev = torch.arange(hidden - 1 - head_dim, hidden - 1)
@@ -94,12 +94,14 @@ def install_induction_circuit(model: Any, init: InductionInit | None = None) -> 
 
     inv_freq = model.model.rotary_emb.inv_freq.float()
     projection = _orthonormal_rows(head_dim, len(token), generator)  # token content -> head space
+    token_values = torch.zeros(head_dim, hidden)  # both wired heads' values: the token's own content
+    token_values[:, token] = projection
+    head0 = slice(0, head_dim)  # query head 0 and the kv head it reads (kv head 0)
 
     # Layer 0, query head 0 / kv head 0: attend one position back, copy the token into the `prev` dims.
     attn = model.model.layers[0].self_attn
-    q_rows, kv_rows = slice(0, head_dim), slice(0, head_dim)
-    attn.q_proj.weight[q_rows] = 0.0
-    attn.k_proj.weight[kv_rows] = 0.0
+    attn.q_proj.weight[head0] = 0.0
+    attn.k_proj.weight[head0] = 0.0
     # score(i, j) = sum over pairs of s^2 * c^2 * cos((j - i + 1) * theta) / sqrt(head_dim): peaks at j = i - 1.
     const_normed = init.constant / float(
         embed[:, token].pow(2).mean().mul(len(token) / hidden).add(init.constant**2 / hidden).sqrt()
@@ -110,30 +112,22 @@ def install_induction_circuit(model: Any, init: InductionInit | None = None) -> 
         attn.q_proj.weight[pair, const] = scale
         attn.k_proj.weight[pair, const] = scale * math.cos(theta)
         attn.k_proj.weight[pair + half, const] = scale * math.sin(theta)
-    v_block = torch.zeros(head_dim, hidden)
-    v_block[:, token] = projection
-    attn.v_proj.weight[kv_rows] = v_block
-    attn.o_proj.weight[:, 0:head_dim] = 0.0
-    attn.o_proj.weight[prev, 0:head_dim] = torch.eye(head_dim) * 0.02
+    attn.v_proj.weight[head0] = token_values
+    attn.o_proj.weight[:, head0] = 0.0
+    attn.o_proj.weight[prev, head0] = torch.eye(head_dim) * 0.02
 
     # Layer 1, query head 0 / kv head 0: query = this token's content, key = the previous token's content,
     # both on the slowest RoPE pairs; value = the attended token's content, written back as itself.
     attn = model.model.layers[1].self_attn
-    slow = [p for p in range(half - init.match_pairs, half)]
+    slow = list(range(half - init.match_pairs, half))
     match_dims = torch.tensor(slow + [p + half for p in slow])
-    attn.q_proj.weight[q_rows] = 0.0
-    attn.k_proj.weight[kv_rows] = 0.0
     q_block = torch.zeros(head_dim, hidden)
     q_block[match_dims[:, None], token[None, :]] = init.match_strength * projection[: len(match_dims)]
     k_block = torch.zeros(head_dim, hidden)
     k_block[match_dims[:, None], prev[None, : len(match_dims)]] = init.match_strength * torch.eye(
         len(match_dims)
     )
-    attn.q_proj.weight[q_rows] = q_block
-    attn.k_proj.weight[kv_rows] = k_block
-    v_block = torch.zeros(head_dim, hidden)
-    v_block[:, token] = projection
-    attn.v_proj.weight[kv_rows] = v_block
-    o_cols = torch.zeros(hidden, head_dim)
-    o_cols[token] = init.copy_strength * 0.02 * projection.T
-    attn.o_proj.weight[:, 0:head_dim] = o_cols
+    attn.q_proj.weight[head0] = q_block
+    attn.k_proj.weight[head0] = k_block
+    attn.v_proj.weight[head0] = token_values
+    attn.o_proj.weight[:, head0] = init.copy_strength * 0.02 * token_values.T
