@@ -6,12 +6,16 @@ the prompt, and copying in a transformer is an *induction circuit*: a previous-t
 current token to the position right after an earlier occurrence of it and copies what it finds there. Learned
 from scratch such circuits appear only after a long loss plateau, tens of millions of tokens for these shapes:
 more than a 90-minute CPU budget buys. So `install_induction_circuit` writes one into layers 0 and 1 at
-initialisation, meant to start training past the plateau. Status: it works at init (91-97% of repeated tokens
-copied) but does not yet survive training: AdamW at lr 3e-3 rewrites the 0.02-scale embeddings it is built on
-within ~30 steps, so the recipe leaves it off (`DefaultRecipe.induction`) until embeddings get their own
-scale or learning rate.
+initialisation, and training starts past the plateau.
 
-Residual layout at init (hidden size H): dims [0, H-65) carry the token embedding, [H-65, H-1) are kept empty
+Two things keep it alive through training (each measured on the real corpus, where without them AdamW at lr
+3e-3 erased the circuit within 30-50 steps): a `CircuitGuard` holds the wired weights at their values while
+the rest of the model trains, and the embeddings start 50x larger than transformers' 0.02 std (the final norm's
+gain 50x smaller, so logits are unchanged). The second matters because the guard fixes weights, not what they
+read: the wired attention patterns depend on the constant and previous-token dims' share of the normalised
+residual, and at 0.02 scale the rest of the stream outgrows them in a few dozen steps.
+
+Residual layout (hidden size H): dims [0, H-65) carry the token embedding, [H-65, H-1) are kept empty
 for the previous-token copy, and dim H-1 is a constant on every token (a bias the position-only query and key
 of the previous-token head read). The previous-token head uses RoPE's fast pairs, whose angle only lines up
 one position back; the induction head matches content on RoPE's slowest pairs, which barely rotate across a
@@ -47,7 +51,7 @@ class InductionInit:
     """Share of the previous-token score on each RoPE pair, fastest first. Chosen (a small linear programme over
     rope_theta 5e5, head_dim 64) to maximise the worst-case gap between one position back and any other
     offset up to 768: about 0.29 of the total, against 0.1 for equal shares."""
-    prev_strength: float = 35.0
+    prev_strength: float = 120.0
     """Total previous-token score in nats (before the ~0.29 gap share); ~10 nats of gap puts >95% of the
     attention on the previous token with 700 competitors."""
     match_pairs: int = 13
@@ -55,10 +59,44 @@ class InductionInit:
     match_strength: float = 4.0
     copy_strength: float = 16.0
     constant: float = 0.02
-    """Value of the constant residual dim in every embedding row (embeddings are ~N(0, 0.02))."""
-    residual_scale: float = 0.25
+    """Value of the constant residual dim in every embedding row, at the 0.02 embedding scale (times
+    `embedding_scale` in the model)."""
+    residual_scale: float = 1.0
     """Other attention and MLP output projections start this much smaller, so the wired heads dominate."""
+    embedding_scale: float = 50.0
+    """Token embeddings (and the constant, and what the wired heads write) start this many times larger than
+    transformers' 0.02-std init, the final norm's gain this many times smaller (same logits). At 50 the
+    residual stream is ~1 per dim, which AdamW at lr 3e-3 moves only a few percent in tens of steps, and
+    the circuit's attention patterns, which depend on the wired dims' share of the residual, keep working."""
+    protect: bool = True
+    """Keep the circuit's weights fixed during training (`CircuitGuard`); the rest of the model learns around
+    it. Unprotected, AdamW rewrites it within ~30 steps (measured) before the model learns to use it."""
     seed: int = 0
+
+
+@dataclass
+class CircuitGuard:
+    """The circuit's weight entries and their wired values, held fixed while everything else trains.
+
+    `attach` zeroes the gradient of those entries (so they do not count in gradient clipping and Adam keeps no
+    state for them); `restore`, called after each optimizer step, undoes what decoupled weight decay did to them.
+    """
+
+    entries: list[tuple[torch.nn.Parameter, torch.Tensor, torch.Tensor]]
+    """(parameter, boolean mask of fixed entries, their values)."""
+
+    def attach(self) -> list[Any]:
+        return [param.register_hook(lambda grad, mask=mask: grad.masked_fill(mask, 0.0))
+                for param, mask, _ in self.entries]  # fmt: skip
+
+    @torch.no_grad()
+    def restore(self) -> None:
+        for param, mask, values in self.entries:
+            param[mask] = values
+
+    @property
+    def num_fixed(self) -> int:
+        return sum(int(mask.sum()) for _, mask, _ in self.entries)
 
 
 def _orthonormal_rows(rows: int, cols: int, generator: torch.Generator) -> torch.Tensor:
@@ -68,9 +106,10 @@ def _orthonormal_rows(rows: int, cols: int, generator: torch.Generator) -> torch
 
 
 @torch.no_grad()
-def install_induction_circuit(model: Any, init: InductionInit | None = None) -> None:
+def install_induction_circuit(model: Any, init: InductionInit | None = None) -> CircuitGuard | None:
     """Wire a previous-token head (layer 0, head 0) and an induction head (layer 1, head 0) into a fresh
-    transformers Llama model with tied embeddings. Needs head_dim >= 64, hidden > 2 x head_dim, 2+ layers."""
+    transformers Llama model with tied embeddings. Needs head_dim >= 64, hidden > 2 x head_dim, 2+ layers.
+    Returns the guard that keeps it fixed in training when `init.protect`, else None."""
     init = init or InductionInit()
     config = model.config
     hidden = config.hidden_size
@@ -86,8 +125,11 @@ def install_induction_circuit(model: Any, init: InductionInit | None = None) -> 
     token = torch.arange(0, hidden - 1 - head_dim)
 
     embed = model.model.embed_tokens.weight
+    embed.mul_(init.embedding_scale)
+    model.model.norm.weight.fill_(1.0 / init.embedding_scale)
+    constant, write = init.constant * init.embedding_scale, 0.02 * init.embedding_scale
     embed[:, prev] = 0.0
-    embed[:, const] = init.constant
+    embed[:, const] = constant
     for layer in model.model.layers:
         layer.self_attn.o_proj.weight.mul_(init.residual_scale)
         layer.mlp.down_proj.weight.mul_(init.residual_scale)
@@ -103,8 +145,8 @@ def install_induction_circuit(model: Any, init: InductionInit | None = None) -> 
     attn.q_proj.weight[head0] = 0.0
     attn.k_proj.weight[head0] = 0.0
     # score(i, j) = sum over pairs of s^2 * c^2 * cos((j - i + 1) * theta) / sqrt(head_dim): peaks at j = i - 1.
-    const_normed = init.constant / float(
-        embed[:, token].pow(2).mean().mul(len(token) / hidden).add(init.constant**2 / hidden).sqrt()
+    const_normed = constant / float(
+        embed[:, token].pow(2).mean().mul(len(token) / hidden).add(constant**2 / hidden).sqrt()
     )
     for pair, share in enumerate(init.prev_weights):
         scale = math.sqrt(init.prev_strength * share * math.sqrt(head_dim)) / const_normed
@@ -114,7 +156,7 @@ def install_induction_circuit(model: Any, init: InductionInit | None = None) -> 
         attn.k_proj.weight[pair + half, const] = scale * math.sin(theta)
     attn.v_proj.weight[head0] = token_values
     attn.o_proj.weight[:, head0] = 0.0
-    attn.o_proj.weight[prev, head0] = torch.eye(head_dim) * 0.02
+    attn.o_proj.weight[prev, head0] = torch.eye(head_dim) * write
 
     # Layer 1, query head 0 / kv head 0: query = this token's content, key = the previous token's content,
     # both on the slowest RoPE pairs; value = the attended token's content, written back as itself.
@@ -130,4 +172,30 @@ def install_induction_circuit(model: Any, init: InductionInit | None = None) -> 
     attn.q_proj.weight[head0] = q_block
     attn.k_proj.weight[head0] = k_block
     attn.v_proj.weight[head0] = token_values
-    attn.o_proj.weight[:, head0] = init.copy_strength * 0.02 * token_values.T
+    attn.o_proj.weight[:, head0] = init.copy_strength * write * token_values.T
+    if not init.protect:
+        return None
+
+    # Fixed: the embedding's prev and constant dims; everything layer 0 writes into them (only its wired head
+    # writes into prev); the norm gains the wired heads read those dims through; both wired heads' weights.
+    layer0, layer1 = model.model.layers[0], model.model.layers[1]
+    reserved = torch.cat([prev, torch.tensor([const])])
+    layer0.mlp.down_proj.weight[reserved] = 0.0
+    layer0.self_attn.o_proj.weight[reserved] = 0.0
+    layer0.self_attn.o_proj.weight[prev, head0] = torch.eye(head_dim) * write
+    masks: dict[int, tuple[torch.nn.Parameter, torch.Tensor]] = {}
+
+    def fix(param: torch.nn.Parameter, index: Any) -> None:
+        _, mask = masks.setdefault(id(param), (param, torch.zeros_like(param, dtype=torch.bool)))
+        mask[index] = True
+
+    fix(embed, (slice(None), reserved))
+    fix(layer0.mlp.down_proj.weight, reserved)
+    fix(layer0.self_attn.o_proj.weight, reserved)
+    fix(layer0.input_layernorm.weight, const)
+    fix(layer1.input_layernorm.weight, reserved)
+    for layer in (layer0, layer1):
+        for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj):
+            fix(proj.weight, head0)
+        fix(layer.self_attn.o_proj.weight, (slice(None), head0))
+    return CircuitGuard([(param, mask, param.detach()[mask].clone()) for param, mask in masks.values()])
