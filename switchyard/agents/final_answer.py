@@ -7,6 +7,11 @@ A turn with a valid `final_answer` call ends the run with that answer (then outp
 the turn called: its other calls, valid or not (handoffs included), are never run and get no result, and the
 first valid `final_answer` of the turn is the one taken. An invalid `final_answer` is a bad call like any other:
 it gets an error result and the turn's other calls are resolved as usual.
+
+The turn that gives a final answer through a call still gets a tool reply for every call it made (the answer
+received or blocked, the others not run): a transcript whose assistant `tool_calls` lack replies is rejected
+when replayed to OpenAI-style APIs, and a session continues from it. These replies are the runner's own fixed
+text, so they do not taint the session the way tool results do (`is_runner_reply`).
 """
 
 from __future__ import annotations
@@ -21,6 +26,10 @@ from switchyard.agents.state import PendingCall
 from switchyard.agents.tool import validation_problems
 
 FINAL_ANSWER_TOOL = "final_answer"
+ANSWER_RECEIVED = "Final answer received."
+ANSWER_BLOCKED = "Final answer not accepted: an output guardrail blocked it."
+NOT_RUN = "Not run: this turn gave the final answer."
+_RUNNER_REPLIES = frozenset({ANSWER_RECEIVED, ANSWER_BLOCKED, NOT_RUN})
 
 
 def is_wrapped(output_type: type[Any]) -> bool:
@@ -53,18 +62,37 @@ def final_answer_spec(output_type: type[Any]) -> dict[str, Any]:
     }
 
 
-def final_from_tool(agent: Agent, calls: list[PendingCall]) -> tuple[Any] | None:
-    """(the answer,) from the turn's first valid `final_answer` call, or None when it made none; `calls` are
-    validated (`call_validation.validate_call`), so an invalid one already carries its error."""
+def final_call(agent: Agent, calls: list[PendingCall]) -> PendingCall | None:
+    """The turn's first valid `final_answer` call; `calls` are validated (`call_validation.validate_call`), so
+    an invalid one already carries its error."""
     if agent.output_type is None:
         return None
-    for call in calls:
-        if call.name == FINAL_ANSWER_TOOL and not call.is_error:
-            value = call.arguments
-            if is_wrapped(agent.output_type):
-                value = value["value"]
-            return (value,)
-    return None
+    return next((c for c in calls if c.name == FINAL_ANSWER_TOOL and not c.is_error), None)
+
+
+def final_from_tool(agent: Agent, calls: list[PendingCall]) -> tuple[Any] | None:
+    """(the answer,) from the turn's first valid `final_answer` call, or None when it made none."""
+    call = final_call(agent, calls)
+    if call is None or agent.output_type is None:
+        return None
+    value = call.arguments
+    if is_wrapped(agent.output_type):
+        value = value["value"]
+    return (value,)
+
+
+def closing_replies(calls: list[PendingCall], final: PendingCall, accepted: bool) -> list[dict[str, Any]]:
+    """A tool reply for each call of the turn that gave the final answer."""
+    answer = ANSWER_RECEIVED if accepted else ANSWER_BLOCKED
+    return [
+        {"role": "tool", "tool_call_id": c.call_id, "content": answer if c is final else NOT_RUN}
+        for c in calls
+    ]
+
+
+def is_runner_reply(message: dict[str, Any]) -> bool:
+    """A tool message the runner wrote itself (`closing_replies`), not a tool's result."""
+    return message.get("role") == "tool" and message.get("content") in _RUNNER_REPLIES
 
 
 def final_from_text(agent: Agent, text: str) -> tuple[tuple[Any] | None, str | None]:

@@ -35,9 +35,12 @@ from switchyard.agents.events import (
 )
 from switchyard.agents.final_answer import (
     FINAL_ANSWER_TOOL,
+    closing_replies,
     final_answer_spec,
+    final_call,
     final_from_text,
     final_from_tool,
+    is_runner_reply,
 )
 from switchyard.agents.guardrails import first_tripped
 from switchyard.agents.injection import Caller, InjectionPolicy, new_nonce, spotlight, system_notice
@@ -45,7 +48,7 @@ from switchyard.agents.limits import PriceTable, RunLimits, RunStatus, call_sign
 from switchyard.agents.memory import RunningSummary, Session
 from switchyard.agents.model import ModelClient, ModelRequest, ModelResponse
 from switchyard.agents.result import RunResult
-from switchyard.agents.state import RunState
+from switchyard.agents.state import PendingCall, RunState
 from switchyard.agents.tool_execution import run_tool_calls
 from switchyard.agents.tracing import AgentTracer
 
@@ -112,7 +115,7 @@ class Runner:
             messages=[*history, {"role": "user", "content": input}],
             nonce=new_nonce(),
             # Tool results in the history are untrusted content already in the context.
-            tainted=any(m.get("role") == "tool" for m in history),
+            tainted=any(m.get("role") == "tool" and not is_runner_reply(m) for m in history),
             session_saved=len(history),
         )
         active = self._active(state, limits, RunClock(0.0), emit)
@@ -268,14 +271,22 @@ class Runner:
         run.save("model_output", json.dumps(message, ensure_ascii=False))
         for pending in calls:
             run.emit(ToolCalled(agent.name, pending.call_id, pending.name, pending.arguments))
-        return self._after_model_turn(run, agent, response, final)
+        return self._after_model_turn(run, agent, response, final, calls)
 
     def _after_model_turn(
-        self, run: ActiveRun, agent: Agent, response: ModelResponse, final: tuple[Any] | None
+        self,
+        run: ActiveRun,
+        agent: Agent,
+        response: ModelResponse,
+        final: tuple[Any] | None,
+        calls: list[PendingCall],
     ) -> RunResult | None:
         state, limits = run.state, run.limits
         if final is not None:
             tripped = first_tripped(agent.output_guardrails, _as_text(final[0]))
+            answered = final_call(agent, calls)
+            if answered is not None:  # the answer came as a call: every call of the turn gets its reply
+                state.messages.extend(closing_replies(calls, answered, accepted=tripped is None))
             if tripped is not None:
                 return self._finish(run, RunStatus.GUARDRAIL_TRIPPED, f"output guardrail: {tripped.message}")
             state.final_output = final[0]

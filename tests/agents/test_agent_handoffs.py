@@ -106,7 +106,13 @@ def test_a_valid_final_answer_ends_the_run_whatever_else_the_turn_called(
     result = Runner().run_sync(Agent(name="w", tools=[lookup], output_type=Answer, client=model), "weather?")
     assert result.status is RunStatus.COMPLETED and result.final_output == Answer(city="Oslo", celsius=4)
     assert result.turns == 1 and ran == []  # the turn's other call never ran
-    assert result.state.pending == [] and not any(m["role"] == "tool" for m in result.messages)
+    assert result.state.pending == []
+    # Every call of the turn still has its reply, so the transcript replays to OpenAI-style APIs.
+    replies = {m["tool_call_id"]: m["content"] for m in result.messages if m["role"] == "tool"}
+    assert replies == {
+        "c_final": "Final answer received.",
+        "c_other": "Not run: this turn gave the final answer.",
+    }
 
 
 def test_the_first_valid_final_answer_wins_and_an_invalid_one_is_an_ordinary_bad_call() -> None:
@@ -141,6 +147,8 @@ def test_an_output_guardrail_blocking_a_final_answer_tool_call_leaves_nothing_to
     runner = Runner()
     blocked = runner.run_sync(agent, "weather?")
     assert blocked.status is RunStatus.GUARDRAIL_TRIPPED and blocked.state.pending == []
+    replies = {m["tool_call_id"]: m["content"] for m in blocked.messages if m["role"] == "tool"}
+    assert replies["c1"].startswith("Final answer not accepted") and replies["c2"].startswith("Not run")
     resumed = runner.resume_sync(blocked.state)
     assert resumed.completed and resumed.final_output == Answer(city="Rome", celsius=20)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from scripted_model import ScriptedModel, call, say
+from scripted_model import ScriptedModel, call, calls, say
 
 from switchyard.agents import Agent, Runner, RunStatus, SideEffects, tool
 from switchyard.agents.memory import SQLiteSession
@@ -65,6 +65,40 @@ def test_a_paused_run_saves_what_it_has_and_its_resume_the_rest(tmp_path: Path) 
     assert done.status is RunStatus.COMPLETED
     stored = asyncio.run(SQLiteSession("s2", path=path).get_items())
     assert [m["role"] for m in stored] == [m["role"] for m in done.messages]  # each message exactly once
+
+
+def test_a_session_ended_by_a_final_answer_call_replays_and_stays_untainted(tmp_path: Path) -> None:
+    """The final_answer turn's calls all get replies (OpenAI rejects tool_calls without them), and those
+    replies, written by the runner, do not make the next run treat the session as holding tool output."""
+    import pydantic
+
+    class Sum(pydantic.BaseModel):
+        total: int
+
+    path = tmp_path / "memory.db"
+    answering = Agent(
+        name="a",
+        tools=[add],
+        output_type=Sum,
+        client=ScriptedModel([calls(("final_answer", {"total": 3}, "c1"), ("add", {"a": 1, "b": 2}, "c2"))]),
+    )
+    first = Runner().run_sync(answering, "1 + 2?", session=SQLiteSession("s4", path=path))
+    assert first.final_output == Sum(total=3)
+    stored = asyncio.run(SQLiteSession("s4", path=path).get_items())
+    asked = {c["id"] for m in stored for c in m.get("tool_calls") or []}
+    assert asked == {"c1", "c2"} == {m["tool_call_id"] for m in stored if m["role"] == "tool"}
+
+    script = [say("(the first run's turn)"), call("send", {"text": "hi"}), say("done")]
+    sender = Agent(name="b", tools=[send], client=ScriptedModel(script))
+    second = Runner().run_sync(sender, "send hi", session=SQLiteSession("s4", path=path))
+    assert not second.state.tainted
+    assert second.status is RunStatus.NEEDS_APPROVAL  # send's own rule; taint would add nothing here
+
+    asyncio.run(
+        SQLiteSession("s4", path=path).add_items([{"role": "tool", "tool_call_id": "c9", "content": "x"}])
+    )
+    third = Runner().run_sync(sender, "send hi", session=SQLiteSession("s4", path=path))
+    assert third.state.tainted  # a real tool result in the history does taint
 
 
 def test_a_context_budget_summarises_old_turns_before_the_model_call(tmp_path: Path) -> None:
