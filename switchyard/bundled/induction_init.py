@@ -68,6 +68,9 @@ class InductionInit:
     transformers' 0.02-std init, the final norm's gain this many times smaller (same logits). At 50 the
     residual stream is ~1 per dim, which AdamW at lr 3e-3 moves only a few percent in tens of steps, and
     the circuit's attention patterns, which depend on the wired dims' share of the residual, keep working."""
+    space_scale: float = 0.5
+    """Norm of the shared "leading space" direction added to space-prefixed tokens (see `SpaceVariants`),
+    relative to an embedding row's."""
     protect: bool = True
     """Keep the circuit's weights fixed during training (`CircuitGuard`); the rest of the model learns around
     it. Unprotected, AdamW rewrites it within ~30 steps (measured) before the model learns to use it."""
@@ -99,6 +102,24 @@ class CircuitGuard:
         return sum(int(mask.sum()) for _, mask, _ in self.entries)
 
 
+@dataclass(frozen=True)
+class SpaceVariants:
+    """A byte-level BPE vocabulary's tokens that start with a space, and (spaced, bare) pairs like " Oslo" and
+    "Oslo". A name is copied from a sentence (" Oslo") into JSON ("Oslo"): its first piece changes token, so
+    an exact-token induction match never starts. Starting each pair with the same content, and every spaced
+    token with one shared space direction outside what the wired heads read, makes the circuit match and copy
+    either form, and leaves the model one direction to learn for "is a space due here"."""
+
+    spaced: list[int]
+    pairs: list[tuple[int, int]]
+
+    @classmethod
+    def from_vocab(cls, vocab: dict[str, int], space: str = "\u0120") -> SpaceVariants:
+        spaced = sorted(i for t, i in vocab.items() if t.startswith(space) and len(t) > 1)
+        pairs = sorted((i, vocab[t[1:]]) for t, i in vocab.items() if t.startswith(space) and t[1:] in vocab)
+        return cls(spaced=spaced, pairs=pairs)
+
+
 def _orthonormal_rows(rows: int, cols: int, generator: torch.Generator) -> torch.Tensor:
     matrix = torch.randn(cols, rows, generator=generator)
     q, _ = torch.linalg.qr(matrix)
@@ -106,7 +127,9 @@ def _orthonormal_rows(rows: int, cols: int, generator: torch.Generator) -> torch
 
 
 @torch.no_grad()
-def install_induction_circuit(model: Any, init: InductionInit | None = None) -> CircuitGuard | None:
+def install_induction_circuit(
+    model: Any, init: InductionInit | None = None, space_variants: SpaceVariants | None = None
+) -> CircuitGuard | None:
     """Wire a previous-token head (layer 0, head 0) and an induction head (layer 1, head 0) into a fresh
     transformers Llama model with tied embeddings. Needs head_dim >= 64, hidden > 2 x head_dim, 2+ layers.
     Returns the guard that keeps it fixed in training when `init.protect`, else None."""
@@ -138,6 +161,17 @@ def install_induction_circuit(model: Any, init: InductionInit | None = None) -> 
     projection = _orthonormal_rows(head_dim, len(token), generator)  # token content -> head space
     token_values = torch.zeros(head_dim, hidden)  # both wired heads' values: the token's own content
     token_values[:, token] = projection
+    if space_variants is not None and space_variants.spaced:
+        spaced_ids, bare_ids = zip(*space_variants.pairs, strict=True) if space_variants.pairs else ((), ())
+        rows = torch.tensor(space_variants.spaced)
+        if spaced_ids:
+            embed[torch.tensor(spaced_ids)[:, None], token[None, :]] = embed[
+                torch.tensor(bare_ids)[:, None], token
+            ]
+        direction = torch.randn(len(token), generator=generator)
+        direction -= projection.T @ (projection @ direction)  # invisible to the wired heads
+        row_norm = float(embed[:, token].norm(dim=1).mean())
+        embed[rows[:, None], token[None, :]] += direction * (init.space_scale * row_norm / direction.norm())
     head0 = slice(0, head_dim)  # query head 0 and the kv head it reads (kv head 0)
 
     # Layer 0, query head 0 / kv head 0: attend one position back, copy the token into the `prev` dims.

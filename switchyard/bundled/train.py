@@ -33,7 +33,12 @@ from switchyard.bundled import BUNDLED_DIR, DRAFT_MODEL, MAIN_MODEL
 from switchyard.bundled.chat_format import ENDOFTEXT, IM_END
 from switchyard.bundled.corpus import CorpusConfig, generate_corpus
 from switchyard.bundled.data import IGNORE_INDEX, PackedRows, pack_examples, tokenize_examples
-from switchyard.bundled.induction_init import CircuitGuard, InductionInit, install_induction_circuit
+from switchyard.bundled.induction_init import (
+    CircuitGuard,
+    InductionInit,
+    SpaceVariants,
+    install_induction_circuit,
+)
 from switchyard.bundled.tokenizer_training import (
     corpus_texts,
     load_tokenizer,
@@ -178,9 +183,12 @@ def build_model(
     pad_token_id: int,
     seed: int,
     induction: InductionInit | None = None,
+    space_variants: SpaceVariants | None = None,
 ) -> Any:
     """A freshly initialised model; with `induction`, layers 0-1 start with a wired copy circuit."""
-    return build_guarded_model(shape, vocab_size, eos_token_id, pad_token_id, seed, induction)[0]
+    return build_guarded_model(
+        shape, vocab_size, eos_token_id, pad_token_id, seed, induction, space_variants
+    )[0]
 
 
 def build_guarded_model(
@@ -190,13 +198,14 @@ def build_guarded_model(
     pad_token_id: int,
     seed: int,
     induction: InductionInit | None = None,
+    space_variants: SpaceVariants | None = None,
 ) -> tuple[Any, CircuitGuard | None]:
     """`build_model`, plus the guard that keeps a protected wired circuit fixed in `train_model`."""
     torch.manual_seed(seed)
     model = transformers.LlamaForCausalLM(shape.llama_config(vocab_size, eos_token_id, pad_token_id))
     guard = None
     if induction is not None:
-        guard = install_induction_circuit(model, replace(induction, seed=seed))
+        guard = install_induction_circuit(model, replace(induction, seed=seed), space_variants)
     return model, guard
 
 
@@ -583,7 +592,8 @@ def train_default(
         if previous is not None:
             # A resumed model keeps the budget and plan it started with; its elapsed time is in the checkpoint.
             config = replace(config, **{k: previous["config"][k] for k in ("time_budget_s", "max_steps")})
-        model, guard = build_guarded_model(shape, vocab, eos, pad, seed, recipe.induction)
+        variants = SpaceVariants.from_vocab(tokenizer.get_vocab())
+        model, guard = build_guarded_model(shape, vocab, eos, pad, seed, recipe.induction, variants)
         result = train_model(model, rows, config, model_ckpt, resume=resume, desc=name, progress=progress,
                              guard=guard)  # fmt: skip
         card = model_card(name, role, count_parameters(model), shape, tokenizer.get_vocab_size(), seed,

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from switchyard.bundled.data import PackedRows
-from switchyard.bundled.induction_init import CircuitGuard, InductionInit
+from switchyard.bundled.induction_init import CircuitGuard, InductionInit, SpaceVariants
 from switchyard.bundled.train import (
     DRAFT_SHAPE,
     ModelShape,
@@ -145,3 +145,31 @@ def test_circuit_survives_training_only_on_scaled_embeddings(init: InductionInit
         assert previous > 0.9 and induction > 0.8
     else:
         assert induction < 0.5
+
+
+def test_space_variants_pair_spaced_and_bare_tokens_of_a_vocabulary() -> None:
+    vocab = {"\u0120Oslo": 0, "Oslo": 1, "\u0120the": 2, "\u0120": 3, "Ch": 4, "\u0120Ch": 5, "x": 6}
+    variants = SpaceVariants.from_vocab(vocab)
+    assert variants.spaced == [0, 2, 5]  # the bare space itself is no word
+    assert variants.pairs == [(0, 1), (5, 4)]
+
+
+@pytest.mark.parametrize("paired", [True, False])
+def test_paired_variants_let_the_circuit_copy_from_spaced_to_bare_text(paired: bool) -> None:
+    """A name copied from a sentence (" Oslo") into JSON ("Oslo") changes its first token; the circuit must
+    still continue with what followed the spaced form in the prompt."""
+    half = VOCAB // 2
+    variants = SpaceVariants(spaced=list(range(8, half)), pairs=[(i, i + half - 8) for i in range(8, half)])
+    model = build_model(
+        SHAPE, VOCAB, 1, 0, seed=0, induction=InductionInit(), space_variants=variants if paired else None
+    )
+    generator = torch.Generator().manual_seed(6)
+    bare = torch.randint(half, VOCAB - 8, (4, 60), generator=generator)
+    spaced = bare - (half - 8)
+    ids = torch.cat([spaced, bare], dim=1)  # the prompt has the spaced forms; the reply writes bare ones
+    with torch.no_grad():
+        predicted = model(input_ids=ids, use_cache=False).logits[:, 60:-1].argmax(-1)
+    wanted = bare[:, 1:]
+    hits = (predicted == wanted) | (predicted == wanted - (half - 8))  # either form of the right token
+    accuracy = float(hits.float().mean())
+    assert accuracy > 0.7 if paired else accuracy < 0.1  # measured: 0.79 and 0.03
