@@ -135,9 +135,18 @@ def test_request_that_can_never_fit_the_kv_cache_is_400_at_once(tiny_model_dir: 
         running.stop()
 
 
-def test_request_timeout(tiny_model_dir: Path) -> None:
+def test_request_timeout(tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     running = start_server(tiny_model_dir, request_timeout=0.15)
     try:
+        # Each step takes at least 5 ms, so 200 tokens cannot finish within the timeout even on a fast machine.
+        engine = running.llm_engine
+        real_step = engine.step
+
+        def slow_step() -> list:
+            time.sleep(0.005)
+            return real_step()
+
+        monkeypatch.setattr(engine, "step", slow_step)
         client = running.client()
         with pytest.raises(openai.APIStatusError) as info:
             client.chat.completions.create(model=MODEL, messages=USER, **LONG)
