@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 import torch
 
@@ -17,17 +15,11 @@ from switchyard.bundled.train import (
     build_model,
     train_model,
 )
+from tests.bundled.factory import WIRED_TINY_SHAPE
 
 VOCAB = 512
-SHAPE = ModelShape(
-    hidden_size=192,
-    intermediate_size=256,
-    num_hidden_layers=2,
-    num_attention_heads=3,
-    num_key_value_heads=1,
-    rope_theta=5e5,
-)
-DRAFT_WIRED = replace(DRAFT_SHAPE, rope_theta=5e5)
+SHAPE = WIRED_TINY_SHAPE
+DRAFT_WIRED = DRAFT_SHAPE  # already rope_theta 5e5, as the circuit wants
 
 
 def repeated_sequences(rows: int, length: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
