@@ -521,7 +521,7 @@ class DefaultRecipe:
     """Wire a protected copy circuit into both models at init (see `switchyard.bundled.induction_init`): on the
     real corpus it is what makes tool arguments, extraction and citations copy from the prompt in the steps this
     budget buys (measured at step 300: teacher-forced accuracy on copyable reply tokens of held-out examples 0.67,
-    loss 1.08; the same circuit unguarded at 0.02 embedding scale: 0.03 and 1.80). None trains from a plain
+    loss 1.08; the same circuit guarded but at the 0.02 embedding scale: 0.03 and 1.80). None trains from a plain
     random init."""
 
 
