@@ -448,6 +448,7 @@ def model_card(name: str, role: str, params: int, shape: ModelShape, vocab_size:
     """README.md of a bundled model: what it is, how it was made, and how far to trust it."""
     budget_note = " (stopped at the time budget)" if result.stopped_by_budget else ""
     init = ("random, plus a copy circuit wired into layers 0-1 (previous-token head and induction head, "
+            "held fixed in training, on 50x embeddings; spaced and bare forms of a token start alike; "
             "`switchyard.bundled.induction_init`)" if wired_induction else "random")  # fmt: skip
     return f"""---
 license: apache-2.0
