@@ -70,9 +70,8 @@ def final_call(agent: Agent, calls: list[PendingCall]) -> PendingCall | None:
     return next((c for c in calls if c.name == FINAL_ANSWER_TOOL and not c.is_error), None)
 
 
-def final_from_tool(agent: Agent, calls: list[PendingCall]) -> tuple[Any] | None:
-    """(the answer,) from the turn's first valid `final_answer` call, or None when it made none."""
-    call = final_call(agent, calls)
+def final_from_tool(agent: Agent, call: PendingCall | None) -> tuple[Any] | None:
+    """(the answer,) from the turn's `final_call`, or None when it made none."""
     if call is None or agent.output_type is None:
         return None
     value = call.arguments

@@ -257,7 +257,8 @@ class Runner:
             signature = call_signature(call.name, call.arguments)
             state.call_counts[signature] = state.call_counts.get(signature, 0) + 1
         calls = [validate_call(state, agent, call) for call in response.tool_calls]
-        final = final_from_tool(agent, calls)
+        answered = final_call(agent, calls)
+        final = final_from_tool(agent, answered)
         # A valid final answer ends the run (accepted or blocked by a guardrail): the turn's other calls,
         # valid or not, are never run, so none is left pending for a resume (final_answer.py).
         state.pending = [] if final is not None else calls
@@ -271,7 +272,7 @@ class Runner:
         run.save("model_output", json.dumps(message, ensure_ascii=False))
         for pending in calls:
             run.emit(ToolCalled(agent.name, pending.call_id, pending.name, pending.arguments))
-        return self._after_model_turn(run, agent, response, final, calls)
+        return self._after_model_turn(run, agent, response, final, calls, answered)
 
     def _after_model_turn(
         self,
@@ -280,11 +281,11 @@ class Runner:
         response: ModelResponse,
         final: tuple[Any] | None,
         calls: list[PendingCall],
+        answered: PendingCall | None,
     ) -> RunResult | None:
         state, limits = run.state, run.limits
         if final is not None:
             tripped = first_tripped(agent.output_guardrails, _as_text(final[0]))
-            answered = final_call(agent, calls)
             if answered is not None:  # the answer came as a call: every call of the turn gets its reply
                 state.messages.extend(closing_replies(calls, answered, accepted=tripped is None))
             if tripped is not None:
