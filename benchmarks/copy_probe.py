@@ -1,12 +1,16 @@
 """Copy probe for bundled-model recipes: a few hundred training steps, then how much of the prompt is copied.
 
 Cheaper than a full `switchyard train-default` plus the gate (minutes, not 90): trains the main shape on a small
-corpus and reports, on held-out examples with teacher forcing, accuracy on reply tokens that are rare tokens of
-the prompt ("copy") and on the others, plus the wired circuit's health on repeated random tokens (copy accuracy,
-previous-token attention of layer 0 head 0, induction attention of layer 1 head 0).
+corpus and reports, on held-out examples with teacher forcing, accuracy on reply tokens by kind: rare tokens of
+the prompt that start a copied span ("copy_first": finding where a value is) or continue one ("copy_next"),
+every token of a JSON string value ("value": digits and common pieces included), and the rest ("other"); plus
+the wired circuit's health on repeated random tokens (copy accuracy, previous-token attention of layer 0 head
+0, induction attention of layer 1 head 0).
 
-    python benchmarks/copy_probe.py --steps 300                 # the default recipe
-    python benchmarks/copy_probe.py --steps 300 --no-circuit    # plain random init
+    python benchmarks/copy_probe.py --steps 400                       # the main model's recipe
+    python benchmarks/copy_probe.py --steps 400 --locator-layers none # without locator heads
+    python benchmarks/copy_probe.py --steps 400 --bigram-dims 0       # one-token induction
+    python benchmarks/copy_probe.py --steps 300 --no-circuit          # plain random init
 """
 
 from __future__ import annotations
@@ -36,7 +40,11 @@ from switchyard.bundled.train import (
 )
 
 
-def evaluate(model: torch.nn.Module, held: list[TokenizedExample], common: set[int]) -> dict[str, float]:
+def evaluate(
+    model: torch.nn.Module, held: list[TokenizedExample], common: set[int], opens: set[int], quotes: set[int]
+) -> dict[str, float]:
+    """Teacher-forced accuracy by kind of reply token; `value` is every token of a JSON string value (from the
+    one after `: "` through the closing quote), common pieces and digits included."""
     model.eval()
     hit: collections.Counter[str] = collections.Counter()
     total: collections.Counter[str] = collections.Counter()
@@ -45,9 +53,18 @@ def evaluate(model: torch.nn.Module, held: list[TokenizedExample], common: set[i
             ids = torch.tensor([example.ids])
             predicted = model(input_ids=ids, use_cache=False).logits[0, :-1].argmax(-1)
             prompt = {t for t, m in zip(example.ids, example.loss_mask, strict=True) if not m}
+            rare = prompt - common
+            inside = False
             for i, target in enumerate(example.ids[1:]):
+                if example.loss_mask[i]:
+                    inside = example.ids[i] in opens or (inside and example.ids[i] not in quotes)
+                if example.loss_mask[i + 1] and inside:
+                    total["value"] += 1
+                    hit["value"] += int(predicted[i] == target)
                 if example.loss_mask[i + 1]:
-                    kind = "copy" if target in prompt and target not in common else "other"
+                    kind = "other"
+                    if target in rare:  # first: a copied span starts here; next: it continues
+                        kind = "copy_next" if example.ids[i] in rare else "copy_first"
                     total[kind] += 1
                     hit[kind] += int(predicted[i] == target)
         high = model.config.vocab_size
@@ -75,6 +92,13 @@ def main() -> None:
     parser.add_argument("--corpus-size", type=int, default=12_000)
     parser.add_argument("--no-circuit", action="store_true", help="plain random init")
     parser.add_argument("--report-every", type=int, default=50)
+    parser.add_argument(
+        "--locator-layers", default=None, help="comma-separated, or 'none' (default: recipe's)"
+    )
+    parser.add_argument("--locator-strength", type=float, default=InductionInit.locator_strength)
+    parser.add_argument("--lr", type=float, default=None)
+    parser.add_argument("--bigram-dims", type=int, default=None, help="override the recipe's bigram_dims")
+    parser.add_argument("--context-loss-weight", type=float, default=0.0)
     args = parser.parse_args()
     recipe = DefaultRecipe()
     examples = generate_corpus(CorpusConfig(seed=0, size=args.corpus_size))
@@ -85,22 +109,36 @@ def main() -> None:
     held = tokenize_examples(tokenizer, generate_corpus(heldout_config(300)))
     seen = collections.Counter(t for e in tokenize_examples(tokenizer, examples[:3000]) for t in set(e.ids))
     common = {t for t, count in seen.items() if count > 150}
+    vocab = tokenizer.get_vocab()
+    opens = {i for t, i in vocab.items() if t.endswith('\u0120"')}
+    quotes = {i for t, i in vocab.items() if '"' in t}
     induction = None if args.no_circuit else (recipe.induction or InductionInit())
+    if induction is not None and args.bigram_dims is not None:
+        induction = replace(induction, bigram_dims=args.bigram_dims)
+    if induction is not None:
+        layers = recipe.main_locator_layers
+        if args.locator_layers is not None:
+            layers = (
+                () if args.locator_layers == "none" else tuple(int(x) for x in args.locator_layers.split(","))
+            )
+        induction = replace(induction, locator_layers=layers, locator_strength=args.locator_strength)
     model, guard = build_guarded_model(MAIN_SHAPE, padded_vocab_size(tokenizer), tokenizer.token_to_id(IM_END),
                                        tokenizer.token_to_id(ENDOFTEXT), 0, induction,
                                        SpaceVariants.from_vocab(tokenizer.get_vocab()))  # fmt: skip
-    config = replace(recipe.main, max_steps=4000)  # the full run's early learning rate, not a short cosine
+    # the full run's early learning rate, not a short cosine
+    config = replace(recipe.main, max_steps=4000, lr=args.lr or recipe.main.lr)
     optimizer = make_optimizer(model, config)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, WarmupCosine(config.warmup_steps, config.max_steps, config.min_lr_ratio)
     )
     hooks = guard.attach() if guard is not None else []
-    print(json.dumps({"step": 0} | evaluate(model, held, common)), flush=True)
+    print(json.dumps({"step": 0} | evaluate(model, held, common, opens, quotes)), flush=True)
     started, losses = time.monotonic(), []
     for step in range(args.steps):
         index = batch_rows(rows.num_rows, config.batch_rows, step, 0)
         with torch.autocast("cpu", dtype=torch.bfloat16):
-            loss = assistant_loss(model, rows.input_ids[index], rows.position_ids[index], rows.labels[index])
+            loss = assistant_loss(model, rows.input_ids[index], rows.position_ids[index], rows.labels[index],
+                                  args.context_loss_weight, rows.row_tokens[index])  # fmt: skip
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
         optimizer.step()
@@ -112,7 +150,7 @@ def main() -> None:
         if (step + 1) % args.report_every == 0 or step + 1 == args.steps:
             report = {"step": step + 1, "loss": round(sum(losses[-20:]) / len(losses[-20:]), 3),
                       "seconds": round(time.monotonic() - started)}  # fmt: skip
-            print(json.dumps(report | evaluate(model, held, common)), flush=True)
+            print(json.dumps(report | evaluate(model, held, common, opens, quotes)), flush=True)
     for hook in hooks:
         hook.remove()
 

@@ -16,10 +16,17 @@ read: the wired attention patterns depend on the constant and previous-token dim
 residual, and at 0.02 scale the rest of the stream outgrows them in a few dozen steps.
 
 Residual layout (hidden size H): dims [0, H-65) carry the token embedding, [H-65, H-1) are kept empty
-for the previous-token copy, and dim H-1 is a constant on every token (a bias the position-only query and key
-of the previous-token head read). The previous-token head uses RoPE's fast pairs, whose angle only lines up
-one position back; the induction head matches content on RoPE's slowest pairs, which barely rotate across a
-row, so the match works at any distance. Set `ModelShape.rope_theta` high (5e5) to have enough slow pairs.
+for the previous-token copies (the token one back in the first half, two back in the second), and dim H-1 is a
+constant on every token (a bias the position-only queries and keys of the previous-token heads read). Those
+heads use RoPE's fast pairs, whose angles only line up one (head 0) or two (head 1) positions back; the
+induction head matches content on RoPE's slowest pairs, which barely rotate across a row, so the match works
+at any distance. It matches two tokens of context, not one: the held-out names split into common pieces and
+numbers into digits, where one token of context points at many earlier places. Set `ModelShape.rope_theta` high
+(5e5) to have enough slow pairs.
+
+Copying a span is half the job; the other half is finding where it starts ("weather in Cehace" ->
+`{"city": "C`), which no fixed circuit knows. `InductionInit.locator_layers` gives heads in later layers the
+same fixed copy path with free attention, so that is all they have to learn.
 """
 
 from __future__ import annotations
@@ -57,6 +64,12 @@ class InductionInit:
     match_pairs: int = 13
     """RoPE pairs (slowest first) the induction head matches token content on."""
     match_strength: float = 4.0
+    bigram_dims: int = 10
+    """Match dims (of the 2 x match_pairs) the induction head spends on the token two back: a second
+    previous-token head (layer 0, head 1) writes it into the second half of the `prev` dims, and a source whose
+    two preceding tokens equal the last two outscores one matching only the last. Names split into common
+    pieces ("C" "e" "ha" "ce") and numbers into digits, and one token of context finds many earlier "e"s and
+    "5"s; the head then wanders ("Baiececece"). 0 wires the one-token circuit only."""
     copy_strength: float = 16.0
     constant: float = 0.02
     """Value of the constant residual dim in every embedding row, at the 0.02 embedding scale (times
@@ -71,6 +84,12 @@ class InductionInit:
     space_scale: float = 0.5
     """Norm of the shared "leading space" direction added to space-prefixed tokens (see `SpaceVariants`),
     relative to an embedding row's."""
+    locator_layers: tuple[int, ...] = ()
+    """Layers whose last kv head gets the copy value and its query heads the copy output, with queries and keys
+    left to learn: "where does this value start in the prompt" is then the only thing to learn, and a slightly
+    better placed attention already raises the right token's logit. Needs 2+ kv heads."""
+    locator_strength: float = 8.0
+    """Output scale of the locator heads (the induction head's is `copy_strength`)."""
     protect: bool = True
     """Keep the circuit's weights fixed during training (`CircuitGuard`); the rest of the model learns around
     it. Unprotected, AdamW rewrites it within ~30 steps (measured) before the model learns to use it."""
@@ -140,12 +159,19 @@ def install_induction_circuit(
     half = head_dim // 2
     if config.num_hidden_layers < 2 or head_dim < 64 or hidden <= 2 * head_dim:
         raise ValueError("the induction circuit needs 2+ layers, head_dim >= 64 and hidden > 2 x head_dim")
+    if init.bigram_dims > 0 and config.num_attention_heads < 2:
+        raise ValueError("the bigram circuit needs a second attention head in layer 0")
     if len(init.prev_weights) + init.match_pairs > half:
         raise ValueError("len(prev_weights) + match_pairs exceed the head's RoPE pairs")
     generator = torch.Generator().manual_seed(init.seed)
     const = hidden - 1
     prev = torch.arange(hidden - 1 - head_dim, hidden - 1)
     token = torch.arange(0, hidden - 1 - head_dim)
+    # The previous token's content fills `prev`; with the bigram circuit, its first half, and the token two
+    # back the second.
+    prev1, prev2 = (
+        (prev[: head_dim // 2], prev[head_dim // 2 :]) if init.bigram_dims > 0 else (prev, prev[:0])
+    )
 
     embed = model.model.embed_tokens.weight
     embed.mul_(init.embedding_scale)
@@ -173,6 +199,10 @@ def install_induction_circuit(
         row_norm = float(embed[:, token].norm(dim=1).mean())
         embed[rows[:, None], token[None, :]] += direction * (init.space_scale * row_norm / direction.norm())
     head0 = slice(0, head_dim)  # query head 0 and the kv head it reads (kv head 0)
+    group = config.num_attention_heads // config.num_key_value_heads
+
+    def kv_head_of(query_head: int) -> int:
+        return query_head // group
 
     # Layer 0, query head 0 / kv head 0: attend one position back, copy the token into the `prev` dims.
     attn = model.model.layers[0].self_attn
@@ -190,23 +220,43 @@ def install_induction_circuit(
         attn.k_proj.weight[pair + half, const] = scale * math.sin(theta)
     attn.v_proj.weight[head0] = token_values
     attn.o_proj.weight[:, head0] = 0.0
-    attn.o_proj.weight[prev, head0] = torch.eye(head_dim) * write
+    attn.o_proj.weight[prev1, head0.start + torch.arange(len(prev1))] = write
+    head1 = slice(head_dim, 2 * head_dim)
+    kv1 = slice(kv_head_of(1) * head_dim, (kv_head_of(1) + 1) * head_dim)
+    if init.bigram_dims > 0:
+        # Query head 1: the same key, the query turned back one more position, so it peaks at j = i - 2.
+        attn.q_proj.weight[head1] = 0.0
+        for pair, share in enumerate(init.prev_weights):
+            scale = math.sqrt(init.prev_strength * share * math.sqrt(head_dim)) / const_normed
+            theta = float(inv_freq[pair])
+            attn.q_proj.weight[head_dim + pair, const] = scale * math.cos(theta)
+            attn.q_proj.weight[head_dim + pair + half, const] = -scale * math.sin(theta)
+        attn.k_proj.weight[kv1] = attn.k_proj.weight[head0]
+        attn.v_proj.weight[kv1] = token_values
+        attn.o_proj.weight[:, head1] = 0.0
+        attn.o_proj.weight[prev2, head1.start + torch.arange(len(prev2))] = write
 
     # Layer 1, query head 0 / kv head 0: query = this token's content, key = the previous token's content,
     # both on the slowest RoPE pairs; value = the attended token's content, written back as itself.
     attn = model.model.layers[1].self_attn
     slow = list(range(half - init.match_pairs, half))
     match_dims = torch.tensor(slow + [p + half for p in slow])
+    unigram = match_dims[: len(match_dims) - init.bigram_dims]
+    bigram = match_dims[len(match_dims) - init.bigram_dims :]
+    strength = init.match_strength
     q_block = torch.zeros(head_dim, hidden)
-    q_block[match_dims[:, None], token[None, :]] = init.match_strength * projection[: len(match_dims)]
     k_block = torch.zeros(head_dim, hidden)
-    k_block[match_dims[:, None], prev[None, : len(match_dims)]] = init.match_strength * torch.eye(
-        len(match_dims)
-    )
+    # this token's content <-> the source's previous token
+    q_block[unigram[:, None], token[None, :]] = strength * projection[: len(unigram)]
+    k_block[unigram, prev1[: len(unigram)]] = strength
+    # this position's previous token <-> the token two before the source
+    q_block[bigram, prev1[: len(bigram)]] = strength
+    k_block[bigram, prev2[: len(bigram)]] = strength
     attn.q_proj.weight[head0] = q_block
     attn.k_proj.weight[head0] = k_block
     attn.v_proj.weight[head0] = token_values
     attn.o_proj.weight[:, head0] = init.copy_strength * write * token_values.T
+    locators = _install_locators(model, init, token_values, write, head_dim)
     if not init.protect:
         return None
 
@@ -216,7 +266,9 @@ def install_induction_circuit(
     reserved = torch.cat([prev, torch.tensor([const])])
     layer0.mlp.down_proj.weight[reserved] = 0.0
     layer0.self_attn.o_proj.weight[reserved] = 0.0
-    layer0.self_attn.o_proj.weight[prev, head0] = torch.eye(head_dim) * write
+    layer0.self_attn.o_proj.weight[prev1, head0.start + torch.arange(len(prev1))] = write
+    if init.bigram_dims > 0:
+        layer0.self_attn.o_proj.weight[prev2, head1.start + torch.arange(len(prev2))] = write
     masks: dict[int, tuple[torch.nn.Parameter, torch.Tensor]] = {}
 
     def fix(param: torch.nn.Parameter, index: Any) -> None:
@@ -232,4 +284,45 @@ def install_induction_circuit(
         for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj):
             fix(proj.weight, head0)
         fix(layer.self_attn.o_proj.weight, (slice(None), head0))
+    if init.bigram_dims > 0:
+        fix(layer0.self_attn.q_proj.weight, head1)
+        fix(layer0.self_attn.k_proj.weight, kv1)
+        fix(layer0.self_attn.v_proj.weight, kv1)
+        fix(layer0.self_attn.o_proj.weight, (slice(None), head1))
+    for layer, kv_rows, q_columns in locators:
+        fix(layer.self_attn.v_proj.weight, kv_rows)
+        fix(layer.self_attn.o_proj.weight, (slice(None), q_columns))
     return CircuitGuard([(param, mask, param.detach()[mask].clone()) for param, mask in masks.values()])
+
+
+@torch.no_grad()
+def _install_locators(
+    model: Any,
+    init: InductionInit,
+    token_values: torch.Tensor,
+    write: float,
+    head_dim: int,
+) -> list[tuple[Any, slice, slice]]:
+    """Copy-valued heads with learnable attention (`InductionInit.locator_layers`); returns for each layer the
+    v_proj rows and o_proj columns the guard holds."""
+    config = model.config
+    kv_heads, heads = config.num_key_value_heads, config.num_attention_heads
+    if init.locator_layers and kv_heads < 2:
+        raise ValueError("locator heads need 2+ kv heads (kv head 0 of layers 0-1 is the wired circuit)")
+    group = heads // kv_heads
+    kv = kv_heads - 1
+    kv_rows = slice(kv * head_dim, (kv + 1) * head_dim)
+    q_columns = slice(kv * group * head_dim, (kv + 1) * group * head_dim)
+    installed = []
+    for index in init.locator_layers:
+        if not 1 < index < config.num_hidden_layers:
+            raise ValueError(
+                f"locator layer {index} must come after the wired layers 0-1 and exist in the model"
+            )
+        layer = model.model.layers[index]
+        layer.self_attn.v_proj.weight[kv_rows] = token_values
+        layer.self_attn.o_proj.weight[:, q_columns] = (
+            init.locator_strength * write * token_values.T.repeat(1, group)
+        )
+        installed.append((layer, kv_rows, q_columns))
+    return installed

@@ -444,12 +444,18 @@ def write_model_folder(
 
 def model_card(name: str, role: str, params: int, shape: ModelShape, vocab_size: int, seed: int,
                corpus_size: int, rows: PackedRows, result: TrainResult, config: TrainConfig,
-               wired_induction: bool = False) -> str:  # fmt: skip
+               induction: InductionInit | None = None) -> str:  # fmt: skip
     """README.md of a bundled model: what it is, how it was made, and how far to trust it."""
     budget_note = " (stopped at the time budget)" if result.stopped_by_budget else ""
-    init = ("random, plus a copy circuit wired into layers 0-1 (previous-token head and induction head, "
-            "held fixed in training, on 50x embeddings; spaced and bare forms of a token start alike; "
-            "`switchyard.bundled.induction_init`)" if wired_induction else "random")  # fmt: skip
+    init = "random"
+    if induction is not None:
+        context = "two tokens" if induction.bigram_dims > 0 else "one token"
+        init = ("random, plus a copy circuit wired into layers 0-1 (previous-token heads and an induction head "
+                f"matching {context} of context, held fixed in training, on 50x embeddings; spaced and bare forms "
+                "of a token start alike; `switchyard.bundled.induction_init`)")  # fmt: skip
+        if induction.locator_layers:
+            layers = ", ".join(str(i) for i in induction.locator_layers)
+            init += f"; locator heads (fixed copy output, learned attention) in layers {layers}"
     return f"""---
 license: apache-2.0
 library_name: transformers
@@ -524,6 +530,11 @@ class DefaultRecipe:
     budget buys (measured at step 300: teacher-forced accuracy on copyable reply tokens of held-out examples 0.67,
     loss 1.08; the same circuit guarded but at the 0.02 embedding scale: 0.03 and 1.80). None trains from a plain
     random init."""
+    main_locator_layers: tuple[int, ...] = (3, 4)
+    """The main model's locator heads (`InductionInit.locator_layers`): copy-valued heads whose attention is
+    learned, so finding where a value starts in the prompt is the only thing left to learn. The draft has one kv
+    head, already the wired one, and gets none. Measured (copy probe, 400 steps): loss 0.93 against 0.96 without,
+    copied-span starts 0.59 against 0.54; a small gain at that horizon."""
 
 
 def prepare_data(
@@ -594,11 +605,14 @@ def train_default(
             # A resumed model keeps the budget and plan it started with; its elapsed time is in the checkpoint.
             config = replace(config, **{k: previous["config"][k] for k in ("time_budget_s", "max_steps")})
         variants = SpaceVariants.from_vocab(tokenizer.get_vocab())
-        model, guard = build_guarded_model(shape, vocab, eos, pad, seed, recipe.induction, variants)
+        induction = recipe.induction
+        if induction is not None and name == MAIN_MODEL:
+            induction = replace(induction, locator_layers=recipe.main_locator_layers)
+        model, guard = build_guarded_model(shape, vocab, eos, pad, seed, induction, variants)
         result = train_model(model, rows, config, model_ckpt, resume=resume, desc=name, progress=progress,
                              guard=guard)  # fmt: skip
         card = model_card(name, role, count_parameters(model), shape, tokenizer.get_vocab_size(), seed,
-                          recipe.corpus_size, rows, result, config, recipe.induction is not None)  # fmt: skip
+                          recipe.corpus_size, rows, result, config, induction)  # fmt: skip
         write_model_folder(model, tokenizer, output_dir / name, card, shape.max_position_embeddings)
         done.write_text(json.dumps(asdict(result)))
         results[name] = result
@@ -636,6 +650,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="weight of the loss on prompt tokens next to the replies' 1.0 (default: recipe, 0 = replies only)",
     )
+    parser.add_argument("--locator-layers", default=None,
+                        help="main model's locator-head layers, comma-separated, or 'none' (default: recipe)")  # fmt: skip
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice, all cores)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     return parser
@@ -652,6 +668,11 @@ def main(argv: list[str] | None = None) -> int:
         main=replace(recipe.main, max_steps=args.main_steps or recipe.main.max_steps),
         draft=replace(recipe.draft, max_steps=args.draft_steps or recipe.draft.max_steps),
     )
+    if args.locator_layers is not None:
+        layers = (
+            () if args.locator_layers == "none" else tuple(int(x) for x in args.locator_layers.split(","))
+        )
+        recipe = replace(recipe, main_locator_layers=layers)
     if args.context_loss_weight is not None:
         recipe = replace(
             recipe,

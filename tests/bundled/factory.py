@@ -28,4 +28,5 @@ def tiny_recipe(main_steps: int = 5, draft_steps: int = 2) -> DefaultRecipe:
         draft_shape=WIRED_TINY_SHAPE,
         main=TrainConfig(max_steps=main_steps, batch_rows=2, warmup_steps=2, checkpoint_every=2),
         draft=TrainConfig(max_steps=draft_steps, batch_rows=2, warmup_steps=1),
+        main_locator_layers=(),  # the tiny shape has one kv head, the wired one
     )
