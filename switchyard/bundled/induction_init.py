@@ -149,8 +149,8 @@ def _orthonormal_rows(rows: int, cols: int, generator: torch.Generator) -> torch
 def install_induction_circuit(
     model: Any, init: InductionInit | None = None, space_variants: SpaceVariants | None = None
 ) -> CircuitGuard | None:
-    """Wire a previous-token head (layer 0, head 0) and an induction head (layer 1, head 0) into a fresh
-    transformers Llama model with tied embeddings. Needs head_dim >= 64, hidden > 2 x head_dim, 2+ layers.
+    """Wire previous-token heads (layer 0, heads 0 and, with `bigram_dims`, 1), an induction head (layer 1,
+    head 0) and any locator heads into a fresh transformers Llama model with tied embeddings. Needs head_dim >= 64, hidden > 2 x head_dim, 2+ layers.
     Returns the guard that keeps it fixed in training when `init.protect`, else None."""
     init = init or InductionInit()
     config = model.config
@@ -161,6 +161,8 @@ def install_induction_circuit(
         raise ValueError("the induction circuit needs 2+ layers, head_dim >= 64 and hidden > 2 x head_dim")
     if init.bigram_dims > 0 and config.num_attention_heads < 2:
         raise ValueError("the bigram circuit needs a second attention head in layer 0")
+    if not 0 <= init.bigram_dims <= min(2 * init.match_pairs, head_dim // 2):
+        raise ValueError("bigram_dims must lie in [0, min(2 x match_pairs, head_dim / 2)]")
     if len(init.prev_weights) + init.match_pairs > half:
         raise ValueError("len(prev_weights) + match_pairs exceed the head's RoPE pairs")
     generator = torch.Generator().manual_seed(init.seed)
@@ -201,9 +203,6 @@ def install_induction_circuit(
     head0 = slice(0, head_dim)  # query head 0 and the kv head it reads (kv head 0)
     group = config.num_attention_heads // config.num_key_value_heads
 
-    def kv_head_of(query_head: int) -> int:
-        return query_head // group
-
     # Layer 0, query head 0 / kv head 0: attend one position back, copy the token into the `prev` dims.
     attn = model.model.layers[0].self_attn
     attn.q_proj.weight[head0] = 0.0
@@ -212,9 +211,12 @@ def install_induction_circuit(
     const_normed = constant / float(
         embed[:, token].pow(2).mean().mul(len(token) / hidden).add(constant**2 / hidden).sqrt()
     )
+
+    def prev_scale(share: float) -> float:
+        return math.sqrt(init.prev_strength * share * math.sqrt(head_dim)) / const_normed
+
     for pair, share in enumerate(init.prev_weights):
-        scale = math.sqrt(init.prev_strength * share * math.sqrt(head_dim)) / const_normed
-        theta = float(inv_freq[pair])
+        scale, theta = prev_scale(share), float(inv_freq[pair])
         attn.q_proj.weight[pair, const] = scale
         attn.k_proj.weight[pair, const] = scale * math.cos(theta)
         attn.k_proj.weight[pair + half, const] = scale * math.sin(theta)
@@ -222,13 +224,12 @@ def install_induction_circuit(
     attn.o_proj.weight[:, head0] = 0.0
     attn.o_proj.weight[prev1, head0.start + torch.arange(len(prev1))] = write
     head1 = slice(head_dim, 2 * head_dim)
-    kv1 = slice(kv_head_of(1) * head_dim, (kv_head_of(1) + 1) * head_dim)
+    kv1 = slice((1 // group) * head_dim, (1 // group + 1) * head_dim)  # the kv head query head 1 reads
     if init.bigram_dims > 0:
         # Query head 1: the same key, the query turned back one more position, so it peaks at j = i - 2.
         attn.q_proj.weight[head1] = 0.0
         for pair, share in enumerate(init.prev_weights):
-            scale = math.sqrt(init.prev_strength * share * math.sqrt(head_dim)) / const_normed
-            theta = float(inv_freq[pair])
+            scale, theta = prev_scale(share), float(inv_freq[pair])
             attn.q_proj.weight[head_dim + pair, const] = scale * math.cos(theta)
             attn.q_proj.weight[head_dim + pair + half, const] = -scale * math.sin(theta)
         attn.k_proj.weight[kv1] = attn.k_proj.weight[head0]
