@@ -32,6 +32,7 @@ from switchyard.bundled.train import (
     MAIN_SHAPE,
     DefaultRecipe,
     WarmupCosine,
+    apply_update,
     assistant_loss,
     batch_rows,
     build_guarded_model,
@@ -139,13 +140,7 @@ def main() -> None:
         with torch.autocast("cpu", dtype=torch.bfloat16):
             loss = assistant_loss(model, rows.input_ids[index], rows.position_ids[index], rows.labels[index],
                                   args.context_loss_weight, rows.row_tokens[index])  # fmt: skip
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-        optimizer.step()
-        if guard is not None:
-            guard.restore()
-        optimizer.zero_grad(set_to_none=True)
-        scheduler.step()
+        apply_update(model, loss, optimizer, scheduler, config.grad_clip, guard)
         losses.append(float(loss.detach()))
         if (step + 1) % args.report_every == 0 or step + 1 == args.steps:
             report = {"step": step + 1, "loss": round(sum(losses[-20:]) / len(losses[-20:]), 3),

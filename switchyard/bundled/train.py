@@ -289,6 +289,24 @@ def load_checkpoint(path: Path) -> dict[str, Any] | None:
     return torch.load(path, map_location="cpu", weights_only=False)
 
 
+def apply_update(
+    model: torch.nn.Module,
+    loss: torch.Tensor,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    grad_clip: float,
+    guard: CircuitGuard | None = None,
+) -> None:
+    """One optimizer step from `loss`; the guard restores the wired entries right after AdamW moved them."""
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    optimizer.step()
+    if guard is not None:
+        guard.restore()
+    optimizer.zero_grad(set_to_none=True)
+    scheduler.step()
+
+
 def train_model(
     model: Any,
     rows: PackedRows,
@@ -356,13 +374,7 @@ def train_model(
                     config.context_loss_weight,
                     rows.row_tokens[index],
                 )
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-            optimizer.step()
-            if guard is not None:
-                guard.restore()
-            optimizer.zero_grad(set_to_none=True)
-            scheduler.step()
+            apply_update(model, loss, optimizer, scheduler, config.grad_clip, guard)
             step += 1
             tokens_seen += int(rows.row_tokens[index].sum())
             loss_tokens_seen += int((labels != IGNORE_INDEX).sum())
