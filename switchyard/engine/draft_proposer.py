@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 
@@ -22,7 +21,7 @@ from switchyard.engine.block_manager import BlockManager
 from switchyard.engine.model_runner import ModelRunner
 from switchyard.engine.sampler import Sampler, SamplingBatch, SamplingRow
 from switchyard.engine.sequence import Sequence
-from switchyard.models.loader import load_model
+from switchyard.models.llama import LlamaForCausalLM
 
 
 @dataclass
@@ -35,16 +34,16 @@ class DraftProposal:
 class DraftModelProposer:
     def __init__(
         self,
-        folder: str | Path,
+        model: LlamaForCausalLM,
         target_vocab_size: int,
         dtype: torch.dtype,
         device: torch.device,
         num_blocks: int,
         block_size: int,
-        max_positions: int,
         sampler: Sampler,
     ) -> None:
-        self.model = load_model(folder, dtype, device, max_positions=max_positions)
+        """`model` is loaded by the engine, which sizes both KV caches from one budget."""
+        self.model = model
         vocab = self.model.config.vocab_size
         if vocab > target_vocab_size:
             raise ValueError(f"draft vocabulary ({vocab}) is larger than the target's ({target_vocab_size})")

@@ -55,6 +55,7 @@ from switchyard.engine.structured import (
 )
 from switchyard.errors import CapacityError, InvalidRequestError
 from switchyard.models.config import ModelArchConfig
+from switchyard.models.llama import LlamaForCausalLM
 from switchyard.models.loader import load_model, parse_dtype
 from switchyard.models.packed_linear import can_pack, pack_linear_layers
 from switchyard.models.tokenizer import eos_token_ids, load_generation_defaults, load_tokenizer
@@ -130,8 +131,26 @@ class LLMEngine:
         weights = model_bytes(self.model)
         if config.pack_weights and can_pack(self.device, self.dtype):
             pack_linear_layers(self.model)
+        spec_config = None
+        draft_model = None
+        if config.speculative_method is not None:
+            spec_config = SpecDecodeConfig(
+                method=config.speculative_method,
+                draft_model=config.speculative_model or default_draft_model(config.model),
+                num_speculative_tokens=config.num_speculative_tokens,
+                max_batch_size=config.spec_max_batch_size,
+            )
+            if spec_config.method == "draft":
+                assert spec_config.draft_model is not None
+                # Loaded before the cache is sized: its weights and its cache share the memory budget.
+                draft_model = load_model(
+                    resolve_model_path(spec_config.draft_model),
+                    self.dtype,
+                    self.device,
+                    max_positions=self.max_model_len,
+                )
         self.scheduler_config = config.scheduler_config(self.device)
-        self.kv_budget = self._size_kv_cache(weights, rss_before)
+        self.kv_budget = self._size_kv_cache(weights, rss_before, draft_model)
         logger.info("KV cache budget: %s", self.kv_budget.describe())
 
         self.block_manager = BlockManager(
@@ -156,24 +175,16 @@ class LLMEngine:
         self.spec_decoder: SpecDecoder | None = None
         self._draft_probs: dict[int, torch.Tensor] = {}
         """Draft distributions of this step's proposals (draft-model method, sampled requests only)."""
-        if config.speculative_method is not None:
-            spec_config = SpecDecodeConfig(
-                method=config.speculative_method,
-                draft_model=config.speculative_model or default_draft_model(config.model),
-                num_speculative_tokens=config.num_speculative_tokens,
-                max_batch_size=config.spec_max_batch_size,
-            )
+        if spec_config is not None:
             draft = None
-            if spec_config.method == "draft":
-                assert spec_config.draft_model is not None
+            if draft_model is not None:
                 draft = DraftModelProposer(
-                    resolve_model_path(spec_config.draft_model),
+                    draft_model,
                     target_vocab_size=arch.vocab_size,
                     dtype=self.dtype,
                     device=self.device,
                     num_blocks=self.kv_budget.num_blocks,
                     block_size=config.block_size,
-                    max_positions=self.max_model_len,
                     sampler=self.sampler,
                 )
             self.spec_decoder = SpecDecoder(spec_config, self.sampler, draft)
@@ -182,7 +193,9 @@ class LLMEngine:
         """Requests whose grammar is compiling; they enter the scheduler when it is ready."""
 
     # ----------------------------------------------------------------- set-up
-    def _size_kv_cache(self, weights: int, rss_before: int) -> KVCacheBudget:
+    def _size_kv_cache(
+        self, weights: int, rss_before: int, draft_model: LlamaForCausalLM | None
+    ) -> KVCacheBudget:
         arch = self.model_config
         tokens = self.scheduler_config.max_num_batched_tokens
         bs = self.config.block_size
@@ -210,6 +223,8 @@ class LLMEngine:
             kv_cache_memory=self.config.kv_cache_memory,
             memory_utilization=self.config.memory_utilization,
             available_after_profile=available_bytes(self.device),
+            draft_config=draft_model.config if draft_model is not None else None,
+            draft_weights_bytes=model_bytes(draft_model) if draft_model is not None else 0,
         )
 
     @property

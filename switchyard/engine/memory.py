@@ -25,10 +25,15 @@ class KVCacheBudget:
     max_model_len: int
     budget_bytes: int
     """Memory granted to the KV cache before capping to what max_num_seqs could ever use."""
+    draft_kv_bytes_per_token: int = 0
+    """The speculative draft model's KV bytes per token: its cache has as many blocks as the target's (one
+    shadow per target sequence), so every block of the budget pays for both."""
+    draft_weights_bytes: int = 0
 
     @property
     def kv_cache_bytes(self) -> int:
-        return self.num_blocks * self.block_size * self.kv_bytes_per_token
+        """Both caches, target and draft."""
+        return self.num_blocks * self.block_size * (self.kv_bytes_per_token + self.draft_kv_bytes_per_token)
 
     @property
     def max_concurrent_seqs_at_max_len(self) -> float:
@@ -36,9 +41,14 @@ class KVCacheBudget:
 
     def describe(self) -> str:
         mib = 1 << 20
+        draft = (
+            f", draft weights {self.draft_weights_bytes / mib:.1f} MiB and KV {self.draft_kv_bytes_per_token} B/token"
+            if self.draft_kv_bytes_per_token
+            else ""
+        )
         return (
             f"weights {self.weights_bytes / mib:.1f} MiB, activations {self.activation_bytes / mib:.1f} MiB, "
-            f"KV {self.kv_bytes_per_token} B/token, {self.num_blocks} blocks of {self.block_size} tokens "
+            f"KV {self.kv_bytes_per_token} B/token{draft}, {self.num_blocks} blocks of {self.block_size} tokens "
             f"({self.kv_cache_bytes / mib:.1f} MiB), {self.max_concurrent_seqs_at_max_len:.2f} sequences "
             f"at max_model_len {self.max_model_len}"
         )
@@ -90,9 +100,17 @@ def plan_budget(
     kv_cache_memory: int | None,
     memory_utilization: float | None,
     available_after_profile: int,
+    draft_config: ModelArchConfig | None = None,
+    draft_weights_bytes: int = 0,
 ) -> KVCacheBudget:
-    """Blocks the KV cache gets. Raises ValueError when not even one max_model_len sequence fits."""
+    """Blocks the KV cache gets. Raises ValueError when not even one block fits.
+
+    With a speculative draft model (`draft_config`), each block holds the target's KV and the draft's, so an
+    explicit `kv_cache_memory` covers both caches. Load the draft before measuring `available_after_profile`,
+    so its weights are already out of what is available.
+    """
     per_token = kv_bytes_per_token(config, dtype)
+    draft_per_token = kv_bytes_per_token(draft_config, dtype) if draft_config is not None else 0
     if kv_cache_memory is not None:
         budget = kv_cache_memory
     else:
@@ -103,7 +121,7 @@ def plan_budget(
         else:
             # Weights are already resident, so they are no longer in `available`.
             budget = int(available_after_profile * utilization) - activation_bytes
-    per_block = per_token * block_size
+    per_block = (per_token + draft_per_token) * block_size
     blocks_per_seq = -(-max_model_len // block_size)
     num_blocks = min(max(budget, 0) // per_block, max_num_seqs * blocks_per_seq)
     plan = KVCacheBudget(
@@ -114,6 +132,8 @@ def plan_budget(
         num_blocks=int(num_blocks),
         max_model_len=max_model_len,
         budget_bytes=budget,
+        draft_kv_bytes_per_token=draft_per_token,
+        draft_weights_bytes=draft_weights_bytes,
     )
     if num_blocks < 1:
         raise ValueError(

@@ -291,3 +291,24 @@ def test_draft_model_greedy_output_is_identical(
         assert decoder.stats.accepted < decoder.stats.proposed
     assert decoder.draft.num_shadows == 0
     assert decoder.draft.block_manager.num_free_blocks == decoder.draft.block_manager.num_blocks
+
+
+def test_draft_cache_shares_the_kv_memory_budget(tiny_model_dir: Path, other_draft_dir: Path) -> None:
+    """--kv-cache-memory pays for the draft's cache too: each block holds the target's KV and the draft's."""
+    from switchyard.engine.memory import kv_bytes_per_token
+    from switchyard.models.config import ModelArchConfig
+
+    memory = 6 << 20
+    common = dict(model=str(tiny_model_dir), dtype="float32", max_model_len=512, kv_cache_memory=memory)
+    plain = LLM(**common).engine.kv_budget  # type: ignore[arg-type]
+    engine = LLM(**common, speculative_method="draft", speculative_model=str(other_draft_dir)).engine  # type: ignore[arg-type]
+    budget = engine.kv_budget
+    draft_per_token = kv_bytes_per_token(ModelArchConfig.from_folder(other_draft_dir), torch.float32)
+    assert budget.draft_kv_bytes_per_token == draft_per_token > 0
+    assert budget.draft_weights_bytes > 0
+    per_block = (budget.kv_bytes_per_token + draft_per_token) * budget.block_size
+    assert budget.num_blocks == memory // per_block < plain.num_blocks
+    assert budget.kv_cache_bytes <= memory
+    assert engine.spec_decoder is not None and engine.spec_decoder.draft is not None
+    assert engine.spec_decoder.draft.block_manager.num_blocks == budget.num_blocks
+    assert "draft" in budget.describe()
