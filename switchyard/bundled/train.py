@@ -7,8 +7,9 @@ run continues exactly where the interrupted one stopped.
 
 Both models are transformers' `LlamaForCausalLM`, trained on CPU with AdamW, linear warmup and cosine decay,
 loss on assistant tokens only, and examples packed into fixed-length rows (see `switchyard.bundled.data`).
-A wall-clock budget caps the run: after a few timed steps the step count is scaled down once if the planned
-steps would not fit (the cosine horizon moves with it), and training stops at the budget regardless.
+A wall-clock budget caps the run: after a few timed steps the step count is scaled down if the planned steps
+would not fit (the cosine horizon moves with it), re-checked every `replan_every` steps, and training stops at
+the budget regardless.
 """
 
 from __future__ import annotations
@@ -127,6 +128,10 @@ class TrainConfig:
     """Steps timed before deciding whether max_steps fits the budget. The first few steps of a process are
     slow (allocator, kernels warming up) and are left out of the timing, or the plan comes out far short."""
     calibration_skip: int = 3
+    replan_every: int = 100
+    """After calibration the plan is checked again every this many steps, against the pace of those steps, and
+    shortened (never lengthened) when it would overrun the budget: on a machine that slows down mid-run (shared
+    cores, a busy neighbour) the cosine still ends at the budget instead of being cut off part way down."""
     context_loss_weight: float = 0.0
     """Weight of the loss on prompt tokens (system, user, tool results) next to the assistant tokens' 1.0.
     0 trains on replies only. Prompts are full of copy events (tool results repeat the call's arguments,
@@ -358,7 +363,10 @@ def train_model(
     model.train()
     started = time.monotonic()
     start_step = step
-    calibration_start = 0.0
+    # Pace is measured over the steps since (window_start, window_step): the first window, after the slow
+    # first steps of a process, calibrates the plan; later ones re-check it.
+    window_start = 0.0
+    window_step: int | None = None
     stopped_by_budget = False
     bar = tqdm(total=schedule.total, initial=step, desc=desc, disable=not progress, dynamic_ncols=True)
     try:
@@ -388,17 +396,21 @@ def train_model(
             )
             if config.time_budget_s is not None:
                 if step - start_step == config.calibration_skip:
-                    calibration_start = elapsed
-                if not replanned and step - start_step >= config.calibration_skip + config.calibration_steps:
-                    replanned = True
-                    per_step = (elapsed - calibration_start) / config.calibration_steps
+                    window_start, window_step = elapsed, step
+                window = config.replan_every if replanned else config.calibration_steps
+                if window_step is not None and step - window_step >= window:
+                    per_step = (elapsed - window_start) / (step - window_step)
                     fits = int((config.time_budget_s - elapsed_before - elapsed) / per_step) + step
                     if fits < schedule.total:
+                        if not replanned or fits < 0.98 * schedule.total:
+                            bar.write(
+                                f"{desc}: {per_step:.2f}s/step; planning {max(step + 1, fits)} steps to fit "
+                                "the budget"
+                            )
                         schedule.total = max(step + 1, fits)
                         bar.total = schedule.total
-                        bar.write(
-                            f"{desc}: {per_step:.2f}s/step; planning {schedule.total} steps to fit the budget"
-                        )
+                    replanned = True
+                    window_start, window_step = elapsed, step
                 if elapsed_before + elapsed >= config.time_budget_s:
                     stopped_by_budget = step < schedule.total
                     break

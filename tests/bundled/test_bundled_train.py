@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -177,3 +178,30 @@ def test_cli_help_and_arguments(capsys) -> None:
         assert flag in out
     args = build_parser().parse_args(["--minutes", "3", "--seed", "7", "--resume"])
     assert args.minutes == 3 and args.seed == 7 and args.resume
+
+
+def test_budget_replans_again_when_steps_slow_down(rows) -> None:
+    """Steps that turn much slower mid-run shorten the plan again, so the cosine ends near the budget
+    instead of being cut off part way down."""
+    model = build_model(TINY_SHAPE, 1280, 2, 0, seed=0)
+    calls = 0
+
+    def slow_after_a_while(module: torch.nn.Module, args: object) -> None:
+        nonlocal calls
+        calls += 1
+        if calls > 15:
+            time.sleep(0.3)
+
+    model.model.register_forward_pre_hook(slow_after_a_while)
+    config = TrainConfig(
+        max_steps=100_000,
+        batch_rows=1,
+        calibration_steps=4,
+        calibration_skip=1,
+        replan_every=4,
+        time_budget_s=4.0,
+    )
+    result = train_model(model, rows, config, progress=False)
+    # The first plan, at the fast pace, holds 80+ steps; at 0.3 s more per step the budget holds about 25.
+    assert result.planned_steps < 40
+    assert result.steps >= 0.9 * result.planned_steps
