@@ -83,6 +83,9 @@ class PlanInputs:
     batch_sizes: tuple[int, ...] = (1, 8, 32, 128)
     context_len: int | None = None
     """Tokens each sequence holds in the decode-bound table; None = max_model_len // 2."""
+    draft_config: ModelArchConfig | None = None
+    """A speculative draft model (`--speculative-model`): its weights (in dtype, unquantized, whole on every
+    device) and its KV cache, one draft block per target block as the engine allocates them, share the memory."""
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,9 @@ class CapacityPlan:
     dtype: str
     """The weights' dtype once 'auto' is resolved."""
     kv_dtype: str
+    draft_weights_bytes: int
+    draft_kv_bytes_per_token: int
+    """Both 0 without a draft model."""
     concurrency: dict[int, int]
     """Sequence length → sequences whose KV fits at once (whole blocks each)."""
     decode: list[DecodeBound] = field(default_factory=list)
@@ -129,6 +135,7 @@ class CapacityPlan:
     def to_dict(self) -> dict[str, Any]:
         inputs = dataclasses.asdict(self.inputs)
         inputs["config"] = self.inputs.config.architecture
+        inputs["draft_config"] = self.inputs.draft_config.architecture if self.inputs.draft_config else None
         return {
             "inputs": inputs,
             "params": {**dataclasses.asdict(self.params), "total": self.params.total},
@@ -143,6 +150,8 @@ class CapacityPlan:
             "max_model_len": self.max_model_len,
             "dtype": self.dtype,
             "kv_dtype": self.kv_dtype,
+            "draft_weights_bytes": self.draft_weights_bytes,
+            "draft_kv_bytes_per_token": self.draft_kv_bytes_per_token,
             "fits": self.fits,
             "max_concurrent_seqs": {str(k): v for k, v in self.concurrency.items()},
             "decode_bounds": [dataclasses.asdict(d) for d in self.decode],
@@ -176,10 +185,14 @@ def make_plan(inputs: PlanInputs) -> CapacityPlan:
     # Fewer KV heads than ranks: each rank keeps a replica of one head, as vLLM does.
     kv_heads = max(1, config.num_key_value_heads // tp)
     per_token = kv_bytes_per_token(dataclasses.replace(config, num_key_value_heads=kv_heads), kv_dtype)
+    draft_weights = draft_per_token = 0
+    if inputs.draft_config is not None:
+        draft_weights = weights_bytes(count_parameters(inputs.draft_config), dtype, "none", 1)
+        draft_per_token = kv_bytes_per_token(inputs.draft_config, kv_dtype)
     usable = int(inputs.device.memory_bytes * inputs.memory_utilization)
     activation = analytic_activation_bytes(config, inputs.max_num_batched_tokens, dtype)
-    kv_budget = usable - weights - activation
-    num_blocks = max(kv_budget, 0) // (per_token * inputs.block_size)
+    kv_budget = usable - weights - draft_weights - activation
+    num_blocks = max(kv_budget, 0) // ((per_token + draft_per_token) * inputs.block_size)
     blocks_of = lambda length: math.ceil(length / inputs.block_size)  # noqa: E731
     concurrency = {length: num_blocks // blocks_of(length) for length in (*inputs.seq_lens, max_model_len)}
     context = inputs.context_len or max(1, max_model_len // 2)
@@ -211,6 +224,8 @@ def make_plan(inputs: PlanInputs) -> CapacityPlan:
         max_model_len=max_model_len,
         dtype=dtype_name,
         kv_dtype=kv_dtype_name,
+        draft_weights_bytes=draft_weights,
+        draft_kv_bytes_per_token=draft_per_token,
         concurrency=concurrency,
         decode=decode,
     )

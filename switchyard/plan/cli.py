@@ -93,6 +93,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--context-len", type=_positive_int, default=None, help="tokens per sequence in the decode bound"
     )
+    parser.add_argument(
+        "--speculative-model",
+        default=None,
+        help="a draft model (same forms as MODEL) whose weights and KV cache share the memory, as in serve",
+    )
     parser.add_argument("--json", action="store_true", help="print the plan as JSON")
     return parser
 
@@ -134,6 +139,15 @@ def render(plan) -> str:  # type: ignore[no-untyped-def]
         f"{'KV bytes per token per device':<34}{plan.kv_bytes_per_token_per_device:>16,}"
         f"   (2 x {inputs.config.num_hidden_layers} layers x {plan.kv_heads_per_device} KV heads x "
         f"{inputs.config.head_dim} head_dim x bytes)",
+        *(
+            [
+                f"{'draft weights (speculative)':<34}{_gib(plan.draft_weights_bytes):>16}",
+                f"{'draft KV bytes per token':<34}{plan.draft_kv_bytes_per_token:>16,}"
+                "   (a draft block beside every target block)",
+            ]
+            if inputs.draft_config is not None
+            else []
+        ),
         f"{'KV blocks':<34}{plan.num_blocks:>16,}   ({inputs.block_size} tokens each, "
         f"{plan.kv_cache_tokens:,} tokens)",
         "",
@@ -177,6 +191,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = load_config(args.model)
     except (SwitchyardError, OSError, ValueError) as exc:
         parser.error(f"cannot read model {args.model!r}: {exc}")
+    draft_config = None
+    if args.speculative_model is not None:
+        try:
+            draft_config = load_config(args.speculative_model)
+        except (SwitchyardError, OSError, ValueError) as exc:
+            parser.error(f"cannot read speculative model {args.speculative_model!r}: {exc}")
     from switchyard.plan.capacity import PlanInputs, make_plan
 
     cpu = device.is_cpu
@@ -195,6 +215,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         seq_lens=args.seq_lens,
         batch_sizes=args.batch_sizes,
         context_len=args.context_len,
+        draft_config=draft_config,
     )
     plan = make_plan(inputs)
     print(json.dumps(plan.to_dict(), indent=2) if args.json else render(plan))

@@ -141,8 +141,24 @@ def test_cli_table_json_and_errors(tmp_path, capsys: pytest.CaptureFixture[str])
         (["nowhere-model", "--device", "h100-80g"], "cannot read model"),
         (["qwen2.5-0.5b", "--device", "h100-80g", "-tp", "0"], "positive"),
         (["qwen2.5-0.5b", "--device", "h100-80g", "--memory-utilization", "2"], "(0, 1]"),
+        (["qwen2.5-7b", "--device", "h100-80g", "--speculative-model", "nowhere"], "cannot read speculative"),
     ]:
         with pytest.raises(SystemExit) as exit_info:
             main(["plan", *bad])
         assert exit_info.value.code == 2
         assert message in capsys.readouterr().err
+
+
+def test_a_draft_model_shares_the_memory(capsys: pytest.CaptureFixture[str]) -> None:
+    """Like the engine: the draft's weights come off the budget and every block also holds the draft's KV."""
+    inputs = PlanInputs(shape("qwen2.5-7b"), "qwen2.5-7b", parse_device("h100-80g"), max_model_len=8192)
+    plain = make_plan(inputs)
+    draft = shape("qwen2.5-0.5b")
+    spec = make_plan(PlanInputs(**{**inputs.__dict__, "draft_config": draft}))
+    assert spec.draft_weights_bytes == 988_065_536  # 494,032,768 parameters in bf16
+    assert spec.draft_kv_bytes_per_token == 2 * 24 * 2 * 64 * 2 == 12_288
+    assert spec.kv_budget_bytes == plain.kv_budget_bytes - 988_065_536
+    per_block = (plain.kv_bytes_per_token_per_device + 12_288) * 16
+    assert spec.num_blocks == spec.kv_budget_bytes // per_block < plain.num_blocks
+    assert main(["plan", "qwen2.5-7b", "--device", "h100-80g", "--speculative-model", "qwen2.5-0.5b"]) == 0
+    assert "draft weights (speculative)" in capsys.readouterr().out
