@@ -55,7 +55,6 @@ from switchyard.engine.structured import (
 )
 from switchyard.errors import CapacityError, InvalidRequestError
 from switchyard.models.config import ModelArchConfig
-from switchyard.models.llama import LlamaForCausalLM
 from switchyard.models.loader import load_model, parse_dtype
 from switchyard.models.packed_linear import can_pack, pack_linear_layers
 from switchyard.models.tokenizer import eos_token_ids, load_generation_defaults, load_tokenizer
@@ -133,6 +132,7 @@ class LLMEngine:
             pack_linear_layers(self.model)
         spec_config = None
         draft_model = None
+        draft_weights = 0
         if config.speculative_method is not None:
             spec_config = SpecDecodeConfig(
                 method=config.speculative_method,
@@ -149,8 +149,13 @@ class LLMEngine:
                     self.device,
                     max_positions=self.max_model_len,
                 )
+                draft_weights = model_bytes(draft_model)
+                if config.pack_weights and can_pack(self.device, self.dtype):
+                    pack_linear_layers(draft_model)  # the draft's steps are as memory-bound as the target's
         self.scheduler_config = config.scheduler_config(self.device)
-        self.kv_budget = self._size_kv_cache(weights, rss_before, draft_model)
+        self.kv_budget = self._size_kv_cache(
+            weights, rss_before, draft_model.config if draft_model is not None else None, draft_weights
+        )
         logger.info("KV cache budget: %s", self.kv_budget.describe())
 
         self.block_manager = BlockManager(
@@ -194,7 +199,7 @@ class LLMEngine:
 
     # ----------------------------------------------------------------- set-up
     def _size_kv_cache(
-        self, weights: int, rss_before: int, draft_model: LlamaForCausalLM | None
+        self, weights: int, rss_before: int, draft_config: ModelArchConfig | None, draft_weights: int
     ) -> KVCacheBudget:
         arch = self.model_config
         tokens = self.scheduler_config.max_num_batched_tokens
@@ -223,8 +228,8 @@ class LLMEngine:
             kv_cache_memory=self.config.kv_cache_memory,
             memory_utilization=self.config.memory_utilization,
             available_after_profile=available_bytes(self.device),
-            draft_config=draft_model.config if draft_model is not None else None,
-            draft_weights_bytes=model_bytes(draft_model) if draft_model is not None else 0,
+            draft_config=draft_config,
+            draft_weights_bytes=draft_weights,
         )
 
     @property

@@ -293,10 +293,12 @@ def test_draft_model_greedy_output_is_identical(
     assert decoder.draft.block_manager.num_free_blocks == decoder.draft.block_manager.num_blocks
 
 
-def test_draft_cache_shares_the_kv_memory_budget(tiny_model_dir: Path, other_draft_dir: Path) -> None:
+def test_draft_shares_the_kv_memory_budget_and_is_packed(tiny_model_dir: Path, other_draft_dir: Path) -> None:
     """--kv-cache-memory pays for the draft's cache too: each block holds the target's KV and the draft's."""
-    from switchyard.engine.memory import kv_bytes_per_token
+    from switchyard.engine.memory import kv_bytes_per_token, model_bytes
     from switchyard.models.config import ModelArchConfig
+    from switchyard.models.loader import load_model
+    from switchyard.models.packed_linear import PackedLinear, can_pack
 
     memory = 6 << 20
     common = dict(model=str(tiny_model_dir), dtype="float32", max_model_len=512, kv_cache_memory=memory)
@@ -305,10 +307,13 @@ def test_draft_cache_shares_the_kv_memory_budget(tiny_model_dir: Path, other_dra
     budget = engine.kv_budget
     draft_per_token = kv_bytes_per_token(ModelArchConfig.from_folder(other_draft_dir), torch.float32)
     assert budget.draft_kv_bytes_per_token == draft_per_token > 0
-    assert budget.draft_weights_bytes > 0
+    unpacked = load_model(other_draft_dir, torch.float32, torch.device("cpu"))
+    assert budget.draft_weights_bytes == model_bytes(unpacked) > 0  # counted before packing
     per_block = (budget.kv_bytes_per_token + draft_per_token) * budget.block_size
     assert budget.num_blocks == memory // per_block < plain.num_blocks
     assert budget.kv_cache_bytes <= memory
     assert engine.spec_decoder is not None and engine.spec_decoder.draft is not None
     assert engine.spec_decoder.draft.block_manager.num_blocks == budget.num_blocks
     assert "draft" in budget.describe()
+    if can_pack(torch.device("cpu"), torch.float32):  # the draft's decode is memory-bound too
+        assert any(isinstance(m, PackedLinear) for m in engine.spec_decoder.draft.model.modules())
