@@ -128,7 +128,8 @@ class LLMEngine:
         rss_before = peak_rss_bytes()
         self.model = load_model(folder, self.dtype, self.device, max_positions=self.max_model_len)
         weights = model_bytes(self.model)
-        if config.pack_weights and can_pack(self.device, self.dtype):
+        pack = config.pack_weights and can_pack(self.device, self.dtype)
+        if pack:
             pack_linear_layers(self.model)
         spec_config = None
         draft_model = None
@@ -150,7 +151,7 @@ class LLMEngine:
                     max_positions=self.max_model_len,
                 )
                 draft_weights = model_bytes(draft_model)
-                if config.pack_weights and can_pack(self.device, self.dtype):
+                if pack:
                     pack_linear_layers(draft_model)  # the draft's steps are as memory-bound as the target's
         self.scheduler_config = config.scheduler_config(self.device)
         self.kv_budget = self._size_kv_cache(
