@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -154,7 +155,7 @@ def test_a_draft_model_shares_the_memory(capsys: pytest.CaptureFixture[str]) -> 
     inputs = PlanInputs(shape("qwen2.5-7b"), "qwen2.5-7b", parse_device("h100-80g"), max_model_len=8192)
     plain = make_plan(inputs)
     draft = shape("qwen2.5-0.5b")
-    spec = make_plan(PlanInputs(**{**inputs.__dict__, "draft_config": draft}))
+    spec = make_plan(dataclasses.replace(inputs, draft_config=draft))
     assert spec.draft_weights_bytes == 988_065_536  # 494,032,768 parameters in bf16
     assert spec.draft_kv_bytes_per_token == 2 * 24 * 2 * 64 * 2 == 12_288
     assert spec.kv_budget_bytes == plain.kv_budget_bytes - 988_065_536
