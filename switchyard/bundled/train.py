@@ -546,8 +546,9 @@ class DefaultRecipe:
     # time budget replans both to what fits. Copying forms late at low learning rates, hence 3e-3.
     main: TrainConfig = TrainConfig(max_steps=2200, lr=3e-3, warmup_steps=50)
     draft: TrainConfig = TrainConfig(max_steps=2000, lr=3e-3, warmup_steps=50)
-    main_budget_share: float = 0.85
-    """Of the training time (the budget less corpus and tokenizer work): the rest goes to the draft."""
+    main_budget_share: float = 0.90
+    """Of the training time (the budget less corpus and tokenizer work): the rest goes to the draft, which at
+    0.85 reached 0.86 greedy agreement; the gate measures only the main model."""
     induction: InductionInit | None = field(default_factory=InductionInit)
     """Wire a protected copy circuit into both models at init (see `switchyard.bundled.induction_init`): on the
     real corpus it is what makes tool arguments, extraction and citations copy from the prompt in the steps this

@@ -8,8 +8,14 @@ from transformers import AutoTokenizer
 
 from switchyard.bundled.chat_format import ASSISTANT_HEADER, IM_END, SPECIAL_TOKENS, TAG_TOKENS, render_chat
 from switchyard.bundled.data import assign_rows, pack_examples, tokenize_examples
+from switchyard.bundled.entities import HELDOUT_ENTITIES, TRAIN_ENTITIES
 from switchyard.bundled.example import Example
-from switchyard.bundled.tokenizer_training import save_tokenizer, train_tokenizer
+from switchyard.bundled.tokenizer_training import (
+    _train_bpe,
+    mirror_word_start_merges,
+    save_tokenizer,
+    train_tokenizer,
+)
 
 
 @pytest.fixture(scope="module")
@@ -33,6 +39,43 @@ def test_special_and_tag_tokens_are_single_ids(bundled_tokenizer: Tokenizer) -> 
         assert bundled_tokenizer.encode(f"a{token}b").tokens.count(token) == 1
     assert bundled_tokenizer.get_vocab_size() <= 1200
     assert len(bundled_tokenizer.encode("12345").ids) == 5, "digits are split one per token"
+
+
+def _split_differently(tokenizer: Tokenizer, names: list[str]) -> list[str]:
+    """Names whose pieces after a quote are not their pieces after a space (first one bare)."""
+    differ = []
+    for name in names:
+        spaced = tokenizer.encode(" " + name).tokens
+        quoted = tokenizer.encode('"' + name).tokens
+        bare = spaced[1:] if spaced[0] == "\u0120" else [spaced[0][1:], *spaced[1:]]
+        if quoted[1:] != bare:
+            differ.append(name)
+    return differ
+
+
+def test_names_split_alike_after_a_space_and_after_a_quote(bundled_tokenizer: Tokenizer) -> None:
+    names = [*HELDOUT_ENTITIES.cities, *HELDOUT_ENTITIES.companies, *HELDOUT_ENTITIES.first_names]
+    assert len(_split_differently(bundled_tokenizer, names)) <= len(names) // 20
+
+
+def test_mirror_adds_the_bare_form_of_word_start_merges() -> None:
+    # Training names always follow a space here, so plain BPE learns only their spaced merges.
+    texts = [
+        f"Weather in {city} for {person} of {company}?"
+        for city, person, company in zip(
+            TRAIN_ENTITIES.cities[:1500], TRAIN_ENTITIES.first_names, TRAIN_ENTITIES.companies, strict=False
+        )
+    ]
+    plain = _train_bpe(texts, 800, 2)
+    mirrored = mirror_word_start_merges(plain)
+    names = [*HELDOUT_ENTITIES.cities, *HELDOUT_ENTITIES.companies, *HELDOUT_ENTITIES.first_names]
+    assert len(_split_differently(plain, names)) >= 10
+    assert _split_differently(mirrored, names) == []
+    assert mirrored.get_vocab_size() > plain.get_vocab_size()
+    for token, token_id in plain.get_vocab().items():
+        assert mirrored.token_to_id(token) == token_id, "existing ids are kept"
+    for text in [*texts[:50], '{"city": "Noxpim"} and "Osaka"']:
+        assert mirrored.decode(mirrored.encode(text).ids) == text
 
 
 def test_tokenizer_rejects_tiny_vocab(bundled_corpus: list[Example]) -> None:
