@@ -53,7 +53,10 @@ def _strip_added(text: str) -> str:
 
 
 def train_tokenizer(
-    texts: Iterable[str], vocab_size: int = DEFAULT_VOCAB_SIZE, min_frequency: int = 2
+    texts: Iterable[str],
+    vocab_size: int = DEFAULT_VOCAB_SIZE,
+    min_frequency: int = 2,
+    mirror_word_starts: bool = True,
 ) -> Tokenizer:
     """Train byte-level BPE with mirrored word-start merges; at most `vocab_size` entries, added tokens
     included.
@@ -66,20 +69,27 @@ def train_tokenizer(
         raise ValueError(f"vocab_size {vocab_size} is too small for byte-level BPE (256 bytes + merges)")
     stripped = [_strip_added(t) for t in texts]
     budget = vocab_size - len(TAG_TOKENS)
+    if mirror_word_starts:
+        tokenizer = _train_mirrored_bpe(stripped, budget, min_frequency)
+    else:
+        tokenizer = _train_bpe(stripped, budget, min_frequency)
+    tokenizer.add_tokens([AddedToken(tag, special=False, normalized=False) for tag in TAG_TOKENS])
+    return tokenizer
+
+
+def _train_mirrored_bpe(texts: Sequence[str], budget: int, min_frequency: int) -> Tokenizer:
+    """The largest mirrored BPE within `budget` entries: the BPE budget is scaled by how much the mirror
+    overshot or left unused, a few times."""
     bpe_size, best = budget, None
-    for _ in range(6):  # scale the BPE budget by how much the mirror overshot or left unused
-        tokenizer = mirror_word_start_merges(_train_bpe(stripped, bpe_size, min_frequency))
+    for _ in range(6):
+        tokenizer = mirror_word_start_merges(_train_bpe(texts, bpe_size, min_frequency))
         size = tokenizer.get_vocab_size()
         if size <= budget and (best is None or size > best.get_vocab_size()):
             best = tokenizer
         if budget - 8 <= size <= budget:
             break
         bpe_size = max(300 - len(TAG_TOKENS), int(bpe_size * budget / size))
-    if best is None:
-        best = _train_bpe(stripped, budget, min_frequency)  # too few merges to mirror within the budget
-    tokenizer = best
-    tokenizer.add_tokens([AddedToken(tag, special=False, normalized=False) for tag in TAG_TOKENS])
-    return tokenizer
+    return best if best is not None else _train_bpe(texts, budget, min_frequency)
 
 
 def _train_bpe(texts: Sequence[str], vocab_size: int, min_frequency: int) -> Tokenizer:

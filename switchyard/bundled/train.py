@@ -538,6 +538,8 @@ class DefaultRecipe:
     vocab_size: int = 4096
     """The corpus' invented names would fill 8k entries with merges of one-off words; at 4k, names (held-out
     ones too) split into pieces every name shares, and copying a name is copying familiar tokens."""
+    mirror_word_starts: bool = True
+    """Mirror the tokenizer's word-start merges without the space (see `tokenizer_training`)."""
     row_len: int = 768
     main_shape: ModelShape = MAIN_SHAPE
     draft_shape: ModelShape = DRAFT_SHAPE
@@ -571,7 +573,11 @@ def prepare_data(
     if resume and (tokenizer_dir / "tokenizer.json").is_file():
         tokenizer = load_tokenizer(tokenizer_dir)
     else:
-        tokenizer = train_tokenizer(corpus_texts(examples[: recipe.tokenizer_examples]), recipe.vocab_size)
+        tokenizer = train_tokenizer(
+            corpus_texts(examples[: recipe.tokenizer_examples]),
+            recipe.vocab_size,
+            mirror_word_starts=recipe.mirror_word_starts,
+        )
         save_tokenizer(tokenizer, tokenizer_dir)
     tokenized = tokenize_examples(tokenizer, examples)
     rows = pack_examples(tokenized, recipe.row_len, pad_id=tokenizer.token_to_id(ENDOFTEXT))
@@ -675,6 +681,11 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="weight of the loss on prompt tokens next to the replies' 1.0 (default: recipe, 0 = replies only)",
     )
+    parser.add_argument(
+        "--plain-bpe",
+        action="store_true",
+        help="train the tokenizer without mirrored word-start merges (an ablation of the recipe)",
+    )
     parser.add_argument("--locator-layers", default=None,
                         help="main model's locator-head layers, comma-separated, or 'none' (default: recipe)")  # fmt: skip
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice, all cores)")
@@ -704,6 +715,8 @@ def main(argv: list[str] | None = None) -> int:
             main=replace(recipe.main, context_loss_weight=args.context_loss_weight),
             draft=replace(recipe.draft, context_loss_weight=args.context_loss_weight),
         )
+    if args.plain_bpe:
+        recipe = replace(recipe, mirror_word_starts=False)
     results = train_default(args.output, args.checkpoint_dir, args.minutes, args.seed, args.resume, recipe,
                             progress=not args.no_progress)  # fmt: skip
     for name, result in results.items():

@@ -18,6 +18,9 @@ from switchyard.bundled.tokenizer_training import (
 )
 
 
+HELDOUT_NAMES = [*HELDOUT_ENTITIES.cities, *HELDOUT_ENTITIES.companies, *HELDOUT_ENTITIES.first_names]
+
+
 @pytest.fixture(scope="module")
 def hf_tokenizer(bundled_tokenizer: Tokenizer, tmp_path_factory: pytest.TempPathFactory):
     folder = save_tokenizer(bundled_tokenizer, tmp_path_factory.mktemp("tok"))
@@ -54,28 +57,39 @@ def _split_differently(tokenizer: Tokenizer, names: list[str]) -> list[str]:
 
 
 def test_names_split_alike_after_a_space_and_after_a_quote(bundled_tokenizer: Tokenizer) -> None:
-    names = [*HELDOUT_ENTITIES.cities, *HELDOUT_ENTITIES.companies, *HELDOUT_ENTITIES.first_names]
-    assert len(_split_differently(bundled_tokenizer, names)) <= len(names) // 20
+    assert len(_split_differently(bundled_tokenizer, HELDOUT_NAMES)) <= len(HELDOUT_NAMES) // 20
+
+
+def _spaced_name_texts() -> list[str]:
+    """Training names that always follow a space, so plain BPE learns only their spaced merges."""
+    entities = TRAIN_ENTITIES
+    return [
+        f"Weather in {city} for {person} of {company}?"
+        for city, person, company in zip(
+            entities.cities[:1500], entities.first_names, entities.companies, strict=False
+        )
+    ]
 
 
 def test_mirror_adds_the_bare_form_of_word_start_merges() -> None:
-    # Training names always follow a space here, so plain BPE learns only their spaced merges.
-    texts = [
-        f"Weather in {city} for {person} of {company}?"
-        for city, person, company in zip(
-            TRAIN_ENTITIES.cities[:1500], TRAIN_ENTITIES.first_names, TRAIN_ENTITIES.companies, strict=False
-        )
-    ]
+    texts = _spaced_name_texts()
     plain = _train_bpe(texts, 800, 2)
     mirrored = mirror_word_start_merges(plain)
-    names = [*HELDOUT_ENTITIES.cities, *HELDOUT_ENTITIES.companies, *HELDOUT_ENTITIES.first_names]
-    assert len(_split_differently(plain, names)) >= 10
-    assert _split_differently(mirrored, names) == []
+    assert len(_split_differently(plain, HELDOUT_NAMES)) >= 10
+    assert _split_differently(mirrored, HELDOUT_NAMES) == []
     assert mirrored.get_vocab_size() > plain.get_vocab_size()
     for token, token_id in plain.get_vocab().items():
         assert mirrored.token_to_id(token) == token_id, "existing ids are kept"
     for text in [*texts[:50], '{"city": "Noxpim"} and "Osaka"']:
         assert mirrored.decode(mirrored.encode(text).ids) == text
+
+
+def test_mirrored_tokenizer_fits_its_vocab_size_and_can_be_turned_off() -> None:
+    texts = _spaced_name_texts()
+    mirrored = train_tokenizer(texts, 900)
+    plain = train_tokenizer(texts, 900, mirror_word_starts=False)
+    assert 850 <= mirrored.get_vocab_size() <= 900 and plain.get_vocab_size() <= 900
+    assert len(_split_differently(mirrored, HELDOUT_NAMES)) < len(_split_differently(plain, HELDOUT_NAMES))
 
 
 def test_tokenizer_rejects_tiny_vocab(bundled_corpus: list[Example]) -> None:
