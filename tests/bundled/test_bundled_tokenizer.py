@@ -17,7 +17,6 @@ from switchyard.bundled.tokenizer_training import (
     train_tokenizer,
 )
 
-
 HELDOUT_NAMES = [*HELDOUT_ENTITIES.cities, *HELDOUT_ENTITIES.companies, *HELDOUT_ENTITIES.first_names]
 
 
