@@ -8,7 +8,7 @@ Every merge that builds a word's first piece with its leading space ("Ġ" + "Nox
 same merge without the space ("Nox"), placed right after it. A name then splits into the same pieces after a
 quote as after a space, so copying " Noxwaj" from a sentence into `{"city": "Noxwaj"}` is copying the same
 pieces with the first one's bare form. Measured on the held-out names: 35 of 132 split differently at a 4k
-vocab without the mirror (" Diego" -> " Di|eg|o" but "Diego" -> "D|i|eg|o"), 1 of 132 with it.
+vocab without the mirror (" Diego" -> " Di|eg|o" but "Diego" -> "D|i|eg|o"), 1-2 of 132 with it.
 
 The control tokens (<|im_start|>, <|im_end|>, <|endoftext|>) are special: decoding with
 skip_special_tokens drops them. The tool tags (<tool_call>, </tool_call>, <tool_response>, </tool_response>)
