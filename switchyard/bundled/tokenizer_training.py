@@ -58,8 +58,8 @@ def train_tokenizer(
     min_frequency: int = 2,
     mirror_word_starts: bool = True,
 ) -> Tokenizer:
-    """Train byte-level BPE with mirrored word-start merges; at most `vocab_size` entries, added tokens
-    included.
+    """Train byte-level BPE, its word-start merges mirrored unless `mirror_word_starts` is off; at most
+    `vocab_size` entries, added tokens included.
 
     Special tokens take ids 0..2 (<|endoftext|>, <|im_start|>, <|im_end|>); the tool tags take the last ids.
     The mirror adds entries, so BPE is retrained with a budget scaled until the total fits. A small corpus
