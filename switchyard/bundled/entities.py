@@ -163,6 +163,9 @@ def make_entities(held_out: bool = False, synthetic_count: int = 60) -> EntityLi
 _ONSETS = (*"bcdfghjklmnprstvwxz", "br", "ch", "dr", "gl", "kr", "pl", "sh", "st", "th", "tr", "qu")
 _VOWELS = ("a", "e", "i", "o", "u", "a", "e", "i", "o", "ai", "ou", "y")
 _CODAS = ("", "", "", "", "n", "r", "s", "l", "k", "m", "x", "t")
+REPEATED_SYLLABLE_SHARE = 0.15
+"""Of the invented training names: about what a 12-syllable inventory gives (one repeat in 12 adjacent pairs,
+one or two pairs a name) with room to spare."""
 _GENERIC_NOUNS = _words("""
 lamp kettle chair bottle speaker charger blender heater scanner router drone mug pen tablet clock fan
 jacket boots cart grill mixer printer camera stroller kit tent radio""")
@@ -170,16 +173,31 @@ _TOPIC_NOUNS = _words("policy rules guide process checklist requests allowance s
 _ROLE_NOUNS = _words("technician specialist assistant manager inspector operator consultant coordinator")
 
 
+def _invented_syllable(rng: random.Random) -> str:
+    return rng.choice(_ONSETS) + rng.choice(_VOWELS) + rng.choice(_CODAS)
+
+
 def _invented_words(
-    count: int, rng: random.Random, banned: set[str], syllables: tuple[int, int]
+    count: int,
+    rng: random.Random,
+    banned: set[str],
+    syllables: tuple[int, int],
+    repeat_share: float = 0.0,
 ) -> list[str]:
-    """Pronounceable words that occur in no held-out list (compared without case)."""
+    """Pronounceable words that occur in no held-out list (compared without case).
+
+    A `repeat_share` of them say one syllable twice or three times in a row ("Kelkel", "Dodomar"): names
+    like that are common wherever syllables come from a small inventory, and a copying model that has not
+    seen them loops ("Cecece" -> "Cececece...") as the same piece keeps matching.
+    """
     words: dict[str, None] = {}
     while len(words) < count:
-        word = "".join(
-            rng.choice(_ONSETS) + rng.choice(_VOWELS) + rng.choice(_CODAS)
-            for _ in range(rng.randint(*syllables))
-        )
+        if rng.random() < repeat_share:
+            repeated = _invented_syllable(rng) * rng.choice((2, 2, 3))
+            other = _invented_syllable(rng) if rng.random() < 0.5 else ""
+            word = repeated + other if rng.random() < 0.5 else other + repeated
+        else:
+            word = "".join(_invented_syllable(rng) for _ in range(rng.randint(*syllables)))
         if 3 <= len(word) <= 12 and word not in banned:
             words[word] = None
     return list(words)
@@ -203,7 +221,8 @@ def widen_for_training(
     rng = random.Random(f"widen-{seed}")
 
     def names(n: int, syllables: tuple[int, int] = (1, 3)) -> tuple[str, ...]:
-        return tuple(word.capitalize() for word in _invented_words(n, rng, banned, syllables))
+        invented = _invented_words(n, rng, banned, syllables, repeat_share=REPEATED_SYLLABLE_SHARE)
+        return tuple(word.capitalize() for word in invented)
 
     def lower(n: int) -> list[str]:
         return _invented_words(n, rng, banned, (1, 3))

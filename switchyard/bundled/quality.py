@@ -3,7 +3,9 @@
 Each held-out example carries `Check`s (see `switchyard.bundled.example`). For every graded assistant turn the
 model is prompted with the conversation before that turn (gold history, tools included) and its reply is
 scored. The model is reached only through `GenerateFn(messages, tools) -> str`, so the same gate runs over
-transformers (`HFGenerator`, the default) or later over Switchyard's engine or an OpenAI-compatible server.
+Switchyard's engine (`EngineGenerator`, the default), transformers (`HFGenerator`) or any other generator.
+Every failure is also given a kind (`failure_kinds`: a loop, a value cut short, a neighbouring field's value,
+the next passage cited, ...), counted in the report.
 
 Gated metrics and targets:
 - tool_selection (>= 0.90): the reply calls exactly the expected tools, or none when none fits.
@@ -199,6 +201,8 @@ class Failure:
     prompt_tail: str
     reply: str
     expected: dict[str, Any]
+    kind: str = ""
+    """What went wrong (`switchyard.bundled.failure_kinds`)."""
 
 
 @dataclass
@@ -207,6 +211,9 @@ class QualityReport:
     graded_turns: int
     draft_agreement: float | None = None
     failures: list[Failure] = field(default_factory=list)
+    """The first failures, for reading; capped (`evaluate`'s max_failures)."""
+    failure_kinds: dict[str, dict[str, int]] = field(default_factory=dict)
+    """metric -> failure kind -> count, over every failure."""
 
     @property
     def passed(self) -> bool:
@@ -227,6 +234,7 @@ class QualityReport:
                 for name, m in self.metrics.items()
             },
             "draft_agreement": self.draft_agreement,
+            "failure_kinds": self.failure_kinds,
             "failures": [asdict(f) for f in self.failures],
         }
 
@@ -239,17 +247,25 @@ class QualityReport:
         if self.draft_agreement is not None:
             lines.append(f"{'draft_agreement':<20} {self.draft_agreement:>7.3f}")
         lines.append(f"gate: {'PASSED' if self.passed else 'FAILED'} over {self.graded_turns} graded turns")
+        for metric, kinds in self.failure_kinds.items():
+            ranked = sorted(kinds.items(), key=lambda item: -item[1])
+            lines.append(f"  {metric} failures: " + ", ".join(f"{kind} {count}" for kind, count in ranked))
         return "\n".join(lines)
+
+
+def _verdicts(checks: Sequence[Check], reply: str) -> list[tuple[Check, str, bool]]:
+    """(check, metric, verdict) for every metric that applies to one reply; per metric the last check wins."""
+    verdicts: dict[str, tuple[Check, str, bool]] = {}
+    for check in checks:
+        for metric in METRICS:
+            if check.kind in metric.kinds:
+                verdicts[metric.name] = (check, metric.name, metric.score(check, reply))
+    return list(verdicts.values())
 
 
 def score_reply(checks: Sequence[Check], reply: str) -> dict[str, bool]:
     """Every applicable metric's verdict on one reply (all checks of a turn share the reply)."""
-    verdicts: dict[str, bool] = {}
-    for check in checks:
-        for metric in METRICS:
-            if check.kind in metric.kinds:
-                verdicts[metric.name] = metric.score(check, reply)
-    return verdicts
+    return {name: ok for _, name, ok in _verdicts(checks, reply)}
 
 
 def evaluate(
@@ -261,21 +277,30 @@ def evaluate(
     """Prompt the model at every graded turn of every example and aggregate the metrics."""
     from tqdm.auto import tqdm
 
+    from switchyard.bundled.failure_kinds import failure_kind
+
     metrics = {m.name: MetricResult(m.name, target=m.target) for m in METRICS}
     failures: list[Failure] = []
+    kinds: dict[str, dict[str, int]] = {}
     turns = [
         (e, turn, [c for c in e.checks if c.turn == turn]) for e in examples for turn in _graded_turns(e)
     ]
     for example, turn, checks in tqdm(turns, desc="eval", disable=not progress, dynamic_ncols=True):
         reply = generate_fn(example.messages[:turn], example.tools)
-        for name, ok in score_reply(checks, reply).items():
+        for check, name, ok in _verdicts(checks, reply):
             metrics[name].total += 1
             metrics[name].correct += ok
-            if not ok and len(failures) < max_failures:
+            if ok:
+                continue
+            prompt = "\n".join(str(m.get("content") or "") for m in example.messages[:turn])
+            kind = failure_kind(name, check, reply, prompt)
+            kinds.setdefault(name, {}).setdefault(kind, 0)
+            kinds[name][kind] += 1
+            if len(failures) < max_failures:
                 prompt_tail = str(example.messages[turn - 1].get("content", ""))[-300:]
                 expected = {k: v for c in checks for k, v in c.to_dict().items() if k != "turn"}
-                failures.append(Failure(name, prompt_tail, reply, expected))
-    return QualityReport(metrics=metrics, graded_turns=len(turns), failures=failures)
+                failures.append(Failure(name, prompt_tail, reply, expected, kind))
+    return QualityReport(metrics=metrics, graded_turns=len(turns), failures=failures, failure_kinds=kinds)
 
 
 def _graded_turns(example: Example) -> list[int]:

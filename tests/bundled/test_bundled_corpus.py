@@ -157,6 +157,18 @@ def test_training_names_are_mostly_one_off_and_never_held_out() -> None:
         assert not invented & held_out_words, field
 
 
+def test_some_training_names_repeat_a_syllable_as_held_out_names_do() -> None:
+    """Held-out names come from 12 syllables, so "Cecece" and "Wajwajith" occur; the widened training names
+    must show the pattern too, or copying one loops on the repeated piece."""
+    repeated = re.compile(r"([a-z]{2,4})\1")
+    for field in ("first_names", "last_names", "cities"):
+        invented = getattr(TRAIN_ENTITIES, field)[-1500:]
+        share = sum(bool(repeated.search(name.casefold())) for name in invented) / len(invented)
+        assert 0.08 <= share <= 0.35, (field, share)
+    held_out = HELDOUT_ENTITIES.cities + tuple(c.split()[0] for c in HELDOUT_ENTITIES.companies)
+    assert any(repeated.search(name.casefold()) for name in held_out)
+
+
 def test_copy_drills_are_training_only_and_answered_from_the_prompt(bundled_corpus: list[Example]) -> None:
     assert Category.COPY not in heldout_config().weights
     drills = [e for e in bundled_corpus if e.category == Category.COPY]

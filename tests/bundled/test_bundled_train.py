@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -205,3 +206,58 @@ def test_budget_replans_again_when_steps_slow_down(rows) -> None:
     # The first plan, at the fast pace, holds 80+ steps; at 0.3 s more per step the budget holds about 25.
     assert result.planned_steps < 40
     assert result.steps >= 0.9 * result.planned_steps
+
+
+def test_budget_plans_steps_back_when_a_slowdown_passes(rows, capsys) -> None:
+    """A slow stretch shortens the plan; once steps are fast again the plan grows back, so the budget is spent
+    training instead of ending early (and never past max_steps)."""
+    model = build_model(TINY_SHAPE, 1280, 2, 0, seed=0)
+    calls = 0
+
+    def slow_for_a_while(module: torch.nn.Module, args: object) -> None:
+        nonlocal calls
+        calls += 1
+        if 6 <= calls <= 9:
+            time.sleep(0.5)
+
+    model.model.register_forward_pre_hook(slow_for_a_while)
+    config = TrainConfig(
+        max_steps=100_000,
+        batch_rows=1,
+        calibration_steps=4,
+        calibration_skip=1,
+        replan_every=4,
+        time_budget_s=6.0,
+    )
+    result = train_model(model, rows, config, progress=False)
+    plans = [int(n) for n in re.findall(r"planning (\d+) steps", capsys.readouterr().out)]
+    shrunk = min(plans)
+    assert plans.index(shrunk) > 0, plans  # calibration first, then the slow window shortened it
+    assert result.planned_steps > shrunk and result.steps > shrunk, (plans, result.steps)
+    capped = train_model(build_model(TINY_SHAPE, 1280, 2, 0, seed=0), rows,
+                         replace(config, max_steps=30, time_budget_s=60.0), progress=False)  # fmt: skip
+    assert capped.planned_steps == 30 and capped.steps == 30
+
+
+def test_mix_option_changes_the_corpus_shares_and_the_card_says_how_to_reproduce() -> None:
+    from switchyard.bundled.example import Category
+    from switchyard.bundled.train import DefaultRecipe, parse_mix, reproduce_command
+
+    assert parse_mix("json_extraction=0.3, grounded=0") == {
+        Category.JSON_EXTRACTION: 0.3,
+        Category.GROUNDED: 0.0,
+    }
+    for bad in ("jsonx=0.3", "grounded", "grounded=-1", "grounded=nan"):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(["--mix", bad])
+    recipe = DefaultRecipe()
+    assert "--mix" not in reproduce_command(recipe, 0, 90)
+    changed = replace(
+        recipe, corpus_weights={**recipe.corpus_weights, Category.GROUNDED: 0.3}, mirror_word_starts=False
+    )
+    command = reproduce_command(changed, 3, 45)
+    assert command.startswith("switchyard train-default --seed 3 --minutes 45 ")
+    assert command.endswith("--mix grounded=0.3 --plain-bpe")
+    # The command parses back to the same recipe fields.
+    args = build_parser().parse_args(command.split()[2:])
+    assert args.mix == {Category.GROUNDED: 0.3} and args.plain_bpe and args.seed == 3
