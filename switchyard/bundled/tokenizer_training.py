@@ -2,7 +2,8 @@
 
 Byte-level BPE never meets an unknown character, so any user text round-trips. Digits are split one per token
 (as Qwen2 and Llama 3 do): numbers are copied into tool arguments and JSON, and per-digit tokens make copying a
-number the same skill for every number instead of thousands of memorised merges.
+number the same skill for every number instead of thousands of memorised merges. `digits_per_token` 2 or 3
+instead cuts numbers into fixed groups, every group a token (an option, not yet measured in a full run).
 
 Every merge that builds a word's first piece with its leading space ("Ġ" + "Nox" -> "ĠNox") is mirrored by the
 same merge without the space ("Nox"), placed right after it. A name then splits into the same pieces after a
@@ -18,8 +19,10 @@ them in the generated text.
 
 from __future__ import annotations
 
+import itertools
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from pathlib import Path
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -57,6 +60,7 @@ def train_tokenizer(
     vocab_size: int = DEFAULT_VOCAB_SIZE,
     min_frequency: int = 2,
     mirror_word_starts: bool = True,
+    digits_per_token: int = 1,
 ) -> Tokenizer:
     """Train byte-level BPE, its word-start merges mirrored unless `mirror_word_starts` is off; at most
     `vocab_size` entries, added tokens included.
@@ -64,39 +68,64 @@ def train_tokenizer(
     Special tokens take ids 0..2 (<|endoftext|>, <|im_start|>, <|im_end|>); the tool tags take the last ids.
     The mirror adds entries, so BPE is retrained with a budget scaled until the total fits. A small corpus
     may yield fewer merges, hence fewer entries than asked for.
+
+    `digits_per_token` > 1 cuts numbers into groups of that many digits from the left ("4520" -> "45|20",
+    "401.4" -> "40|1|.|4") and gives every group its own token (110 entries for 2, 1110 for 3). Per-digit
+    tokens leave a copying model a 10-symbol alphabet, where two tokens of context ("Ġ", "4") often match
+    several numbers of the prompt ("401.4" and "414.7"); as groups the two numbers differ at their first token.
     """
     if vocab_size < 300:
         raise ValueError(f"vocab_size {vocab_size} is too small for byte-level BPE (256 bytes + merges)")
+    if not 1 <= digits_per_token <= 3:
+        raise ValueError(f"digits_per_token must be 1, 2 or 3, got {digits_per_token}")
     stripped = [_strip_added(t) for t in texts]
     budget = vocab_size - len(TAG_TOKENS)
+    completions: list[Callable[[Tokenizer], Tokenizer]] = []
     if mirror_word_starts:
-        tokenizer = _train_mirrored_bpe(stripped, budget, min_frequency)
+        completions.append(mirror_word_start_merges)
+    if digits_per_token > 1:
+        completions.append(partial(complete_digit_groups, digits=digits_per_token))
+    if completions:
+        tokenizer = _train_completed_bpe(stripped, budget, min_frequency, digits_per_token, completions)
     else:
-        tokenizer = _train_bpe(stripped, budget, min_frequency)
+        tokenizer = _train_bpe(stripped, budget, min_frequency, digits_per_token)
     tokenizer.add_tokens([AddedToken(tag, special=False, normalized=False) for tag in TAG_TOKENS])
     return tokenizer
 
 
-def _train_mirrored_bpe(texts: Sequence[str], budget: int, min_frequency: int) -> Tokenizer:
-    """The largest mirrored BPE within `budget` entries: the BPE budget is scaled by how much the mirror
-    overshot or left unused, a few times."""
+def _train_completed_bpe(
+    texts: Sequence[str],
+    budget: int,
+    min_frequency: int,
+    digits_per_token: int,
+    completions: Sequence[Callable[[Tokenizer], Tokenizer]],
+) -> Tokenizer:
+    """The largest BPE within `budget` entries after `completions` add theirs: the BPE budget is scaled by how
+    much they overshot or left unused, a few times."""
     bpe_size, best = budget, None
     for _ in range(6):
-        tokenizer = mirror_word_start_merges(_train_bpe(texts, bpe_size, min_frequency))
+        tokenizer = _train_bpe(texts, bpe_size, min_frequency, digits_per_token)
+        for complete in completions:
+            tokenizer = complete(tokenizer)
         size = tokenizer.get_vocab_size()
         if size <= budget and (best is None or size > best.get_vocab_size()):
             best = tokenizer
         if budget - 8 <= size <= budget:
             break
         bpe_size = max(300 - len(TAG_TOKENS), int(bpe_size * budget / size))
-    return best if best is not None else _train_bpe(texts, budget, min_frequency)
+    return best if best is not None else _train_bpe(texts, budget, min_frequency, digits_per_token)
 
 
-def _train_bpe(texts: Sequence[str], vocab_size: int, min_frequency: int) -> Tokenizer:
+def _train_bpe(
+    texts: Sequence[str], vocab_size: int, min_frequency: int, digits_per_token: int = 1
+) -> Tokenizer:
     tokenizer = Tokenizer(models.BPE())
+    pattern = _SPLIT_PATTERN
+    if digits_per_token > 1:
+        pattern = pattern.replace(r"|\p{N}|", rf"|\p{{N}}{{1,{digits_per_token}}}|")
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
         [
-            pre_tokenizers.Split(Regex(_SPLIT_PATTERN), behavior="isolated"),
+            pre_tokenizers.Split(Regex(pattern), behavior="isolated"),
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
         ]
     )
@@ -135,6 +164,29 @@ def mirror_word_start_merges(tokenizer: Tokenizer, space: str = "\u0120") -> Tok
             vocab[left + right] = next_id
             next_id += 1
     model["merges"] = [list(pair) for pair in mirrored]
+    return Tokenizer.from_str(json.dumps(data))
+
+
+def complete_digit_groups(tokenizer: Tokenizer, digits: int) -> Tokenizer:
+    """A copy of a BPE tokenizer with a merge for every digit string of 2..`digits` digits that lacks one,
+    built left to right ("40" + "1" -> "401"), so every group the pre-tokenizer cuts is one token."""
+    data = json.loads(tokenizer.to_str())
+    model = data["model"]
+    vocab: dict[str, int] = model["vocab"]
+    merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in model["merges"]]
+    produced = {left + right for left, right in merges}
+    next_id = 1 + max([*vocab.values(), *(t["id"] for t in data["added_tokens"])])
+    for group in (itertools.product("0123456789", repeat=n) for n in range(2, digits + 1)):
+        for chars in group:
+            token = "".join(chars)
+            if token in produced:
+                continue
+            merges.append((token[:-1], token[-1]))
+            produced.add(token)
+            if token not in vocab:
+                vocab[token] = next_id
+                next_id += 1
+    model["merges"] = [list(pair) for pair in merges]
     return Tokenizer.from_str(json.dumps(data))
 
 

@@ -501,6 +501,8 @@ def reproduce_command(recipe: DefaultRecipe, seed: int, minutes: float) -> str:
         command += f" --context-loss-weight {recipe.main.context_loss_weight:g}"
     if not recipe.mirror_word_starts:
         command += " --plain-bpe"
+    if recipe.digits_per_token != default.digits_per_token:
+        command += f" --digits-per-token {recipe.digits_per_token}"
     if recipe.main_locator_layers != default.main_locator_layers:
         layers = ",".join(str(layer) for layer in recipe.main_locator_layers) or "none"
         command += f" --locator-layers {layers}"
@@ -511,7 +513,7 @@ def model_card(name: str, role: str, params: int, shape: ModelShape, vocab_size:
                corpus_size: int, rows: PackedRows, result: TrainResult, config: TrainConfig,
                induction: InductionInit | None = None,
                corpus_weights: dict[Category, float] | None = None,
-               command: str | None = None) -> str:  # fmt: skip
+               command: str | None = None, digits_per_token: int = 1) -> str:  # fmt: skip
     """README.md of a bundled model: what it is, how it was made, and how far to trust it."""
     budget_note = " (stopped at the time budget)" if result.stopped_by_budget else ""
     init = "random"
@@ -552,7 +554,7 @@ Reproduce with `{command or f"switchyard train-default --seed {seed}"}`.
 | architecture | LlamaForCausalLM, hidden {shape.hidden_size}, {shape.num_hidden_layers} layers, {shape.num_attention_heads} heads ({shape.num_key_value_heads} KV), MLP {shape.intermediate_size}, tied embeddings |
 | parameters | {params / 1e6:.2f}M |
 | initialisation | {init} |
-| tokenizer | byte-level BPE, {vocab_size} tokens, ChatML template with Qwen2.5-style tool calls |
+| tokenizer | byte-level BPE, {vocab_size} tokens, {"one token per digit" if digits_per_token == 1 else f"numbers in groups of {digits_per_token} digits"}, ChatML template with Qwen2.5-style tool calls |
 | seed | {seed} |
 | corpus | {corpus_size} synthetic conversations ({rows.num_examples} packed into {rows.num_rows} rows of {config.row_len} tokens) |
 | corpus mix | {mix} (shares of conversations) |
@@ -587,6 +589,9 @@ class DefaultRecipe:
     ones too) split into pieces every name shares, and copying a name is copying familiar tokens."""
     mirror_word_starts: bool = True
     """Mirror the tokenizer's word-start merges without the space (see `tokenizer_training`)."""
+    digits_per_token: int = 1
+    """Digits per number token (`train_tokenizer`): 1 splits every digit; 2 or 3 cut fixed groups, not yet
+    measured in a full run."""
     corpus_weights: dict[Category, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
     """Relative shares of the categories, by example count (`corpus.DEFAULT_WEIGHTS`)."""
     row_len: int = 768
@@ -628,6 +633,7 @@ def prepare_data(
             corpus_texts(examples[: recipe.tokenizer_examples]),
             recipe.vocab_size,
             mirror_word_starts=recipe.mirror_word_starts,
+            digits_per_token=recipe.digits_per_token,
         )
         save_tokenizer(tokenizer, tokenizer_dir)
     tokenized = tokenize_examples(tokenizer, examples)
@@ -695,7 +701,7 @@ def train_default(
                              guard=guard)  # fmt: skip
         card = model_card(name, role, count_parameters(model), shape, tokenizer.get_vocab_size(), seed,
                           recipe.corpus_size, rows, result, config, induction, recipe.corpus_weights,
-                          reproduce_command(recipe, seed, time_budget_minutes))  # fmt: skip
+                          reproduce_command(recipe, seed, time_budget_minutes), recipe.digits_per_token)  # fmt: skip
         write_model_folder(model, tokenizer, output_dir / name, card, shape.max_position_embeddings)
         done.write_text(json.dumps(asdict(result)))
         results[name] = result
@@ -758,6 +764,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--locator-layers", default=None,
                         help="main model's locator-head layers, comma-separated, or 'none' (default: recipe)")  # fmt: skip
     parser.add_argument(
+        "--digits-per-token",
+        type=int,
+        choices=(1, 2, 3),
+        default=None,
+        help="digits per number token in the tokenizer: 1 splits every digit, 2 or 3 cut fixed groups "
+        "(default: recipe)",
+    )
+    parser.add_argument(
         "--mix",
         type=parse_mix,
         default={},
@@ -793,6 +807,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     if args.plain_bpe:
         recipe = replace(recipe, mirror_word_starts=False)
+    if args.digits_per_token is not None:
+        recipe = replace(recipe, digits_per_token=args.digits_per_token)
     if args.mix:
         recipe = replace(recipe, corpus_weights={**recipe.corpus_weights, **args.mix})
     results = train_default(args.output, args.checkpoint_dir, args.minutes, args.seed, args.resume, recipe,

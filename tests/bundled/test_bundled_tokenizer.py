@@ -91,6 +91,24 @@ def test_mirrored_tokenizer_fits_its_vocab_size_and_can_be_turned_off() -> None:
     assert len(_split_differently(mirrored, HELDOUT_NAMES)) < len(_split_differently(plain, HELDOUT_NAMES))
 
 
+@pytest.mark.parametrize("mirror", [True, False])
+def test_digit_groups_make_every_group_one_token(bundled_corpus: list[Example], mirror: bool) -> None:
+    texts = [render_chat(e.messages, e.tools).text for e in bundled_corpus[:200]]
+    grouped = train_tokenizer(texts, 1200, mirror_word_starts=mirror, digits_per_token=2)
+    assert grouped.get_vocab_size() <= 1200
+    for number in range(100):
+        assert len(grouped.encode(f"{number:02d}").ids) == 1, number
+    assert grouped.encode("7725 * 401.4 + 414.7").tokens == [
+        "77", "25", "Ġ*", "Ġ", "40", "1", ".", "4", "Ġ+", "Ġ", "41", "4", ".", "7"
+    ]  # fmt: skip
+    for text in [*texts[:20], "Order 123456789 at 3.14159, call 0042"]:
+        assert grouped.decode(grouped.encode(text).ids, skip_special_tokens=False) == text
+    per_digit = train_tokenizer(texts, 1200, mirror_word_starts=mirror)
+    assert per_digit.encode("4520").tokens == ["4", "5", "2", "0"]
+    with pytest.raises(ValueError, match="digits_per_token"):
+        train_tokenizer(texts, 1200, digits_per_token=4)
+
+
 def test_tokenizer_rejects_tiny_vocab(bundled_corpus: list[Example]) -> None:
     with pytest.raises(ValueError, match="too small"):
         train_tokenizer(["hello"], vocab_size=100)
