@@ -3,7 +3,8 @@
 Byte-level BPE never meets an unknown character, so any user text round-trips. Digits are split one per token
 (as Qwen2 and Llama 3 do): numbers are copied into tool arguments and JSON, and per-digit tokens make copying a
 number the same skill for every number instead of thousands of memorised merges. `digits_per_token` 2 or 3
-instead cuts numbers into fixed groups, every group a token (an option, not yet measured in a full run).
+instead cuts numbers into fixed groups, every group a token: an option, not the recipe (in a 30-minute ablation
+groups of 2 halved exact tool arguments, 0.27 -> 0.13, while selection and grounded answers rose).
 
 Every merge that builds a word's first piece with its leading space ("Ġ" + "Nox" -> "ĠNox") is mirrored by the
 same merge without the space ("Nox"), placed right after it. A name then splits into the same pieces after a
