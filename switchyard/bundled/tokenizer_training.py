@@ -25,6 +25,7 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 
@@ -142,13 +143,19 @@ def _train_bpe(
     return tokenizer
 
 
+def _bpe_parts(tokenizer: Tokenizer) -> tuple[dict[str, Any], dict[str, int], list[tuple[str, str]], int]:
+    """A BPE tokenizer's JSON, its vocab (a live view into the JSON), its merges and the next free id."""
+    data = json.loads(tokenizer.to_str())
+    vocab: dict[str, int] = data["model"]["vocab"]
+    merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in data["model"]["merges"]]
+    next_id = 1 + max([*vocab.values(), *(t["id"] for t in data["added_tokens"])])
+    return data, vocab, merges, next_id
+
+
 def mirror_word_start_merges(tokenizer: Tokenizer, space: str = "\u0120") -> Tokenizer:
     """A copy of a BPE tokenizer (no added tokens beyond the specials) where each merge (" A", B) is followed
     by (A, B): the bare form of a word splits like the spaced one. New entries take ids after the last one."""
-    data = json.loads(tokenizer.to_str())
-    model = data["model"]
-    vocab: dict[str, int] = model["vocab"]
-    merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in model["merges"]]
+    data, vocab, merges, next_id = _bpe_parts(tokenizer)
     mirrored: list[tuple[str, str]] = []
     seen: set[tuple[str, str]] = set()
     for left, right in merges:
@@ -159,24 +166,19 @@ def mirror_word_start_merges(tokenizer: Tokenizer, space: str = "\u0120") -> Tok
             if pair not in seen:
                 seen.add(pair)
                 mirrored.append(pair)
-    next_id = 1 + max([*vocab.values(), *(t["id"] for t in data["added_tokens"])])
     for left, right in mirrored:
         if left + right not in vocab:
             vocab[left + right] = next_id
             next_id += 1
-    model["merges"] = [list(pair) for pair in mirrored]
+    data["model"]["merges"] = [list(pair) for pair in mirrored]
     return Tokenizer.from_str(json.dumps(data))
 
 
 def complete_digit_groups(tokenizer: Tokenizer, digits: int) -> Tokenizer:
     """A copy of a BPE tokenizer with a merge for every digit string of 2..`digits` digits that lacks one,
     built left to right ("40" + "1" -> "401"), so every group the pre-tokenizer cuts is one token."""
-    data = json.loads(tokenizer.to_str())
-    model = data["model"]
-    vocab: dict[str, int] = model["vocab"]
-    merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in model["merges"]]
+    data, vocab, merges, next_id = _bpe_parts(tokenizer)
     produced = {left + right for left, right in merges}
-    next_id = 1 + max([*vocab.values(), *(t["id"] for t in data["added_tokens"])])
     for group in (itertools.product("0123456789", repeat=n) for n in range(2, digits + 1)):
         for chars in group:
             token = "".join(chars)
@@ -187,7 +189,7 @@ def complete_digit_groups(tokenizer: Tokenizer, digits: int) -> Tokenizer:
             if token not in vocab:
                 vocab[token] = next_id
                 next_id += 1
-    model["merges"] = [list(pair) for pair in merges]
+    data["model"]["merges"] = [list(pair) for pair in merges]
     return Tokenizer.from_str(json.dumps(data))
 
 
