@@ -12,7 +12,13 @@ import re
 from typing import Any
 
 from switchyard.bundled.example import Check, CheckKind
-from switchyard.bundled.quality import MalformedToolCall, parse_json_reply, parse_tool_calls, says_not_found
+from switchyard.bundled.quality import (
+    MalformedToolCall,
+    normalize,
+    parse_json_reply,
+    parse_tool_calls,
+    says_not_found,
+)
 
 LOOP = "loop"
 """Some piece of two or more characters repeated four times or more in a row ("Cececece", "46 * 46 * 46 *")."""
@@ -21,6 +27,7 @@ _CITATION_RE = re.compile(r"\[(\d+)\]")
 
 
 def _norm(value: Any) -> str:
+    """Text form for containment tests ("is what it wrote part of the expected value?")."""
     return "".join(str(value).split()).casefold()
 
 
@@ -38,7 +45,7 @@ def _value_kind(expected: Any, got: Any, prompt: str, neighbours: list[Any]) -> 
         return "value left null"
     if expected is None:
         return "value given where null was expected"
-    if any(have == _norm(n) for n in neighbours if n is not None):
+    if any(normalize(got) == normalize(n) for n in neighbours if n is not None):
         return "another field's value"
     if have and have in want:
         return "value cut short"
@@ -74,14 +81,14 @@ def _tool_arguments_kind(check: Check, reply: str, prompt: str) -> str:
     for want in check.tool_calls:
         # The produced call of that name whose arguments agree most, so parallel calls pair up sensibly.
         same_name = [c for c in remaining if c.get("name") == want["name"]]
-        got = max(same_name, key=lambda c: sum(_norm(c["arguments"].get(k)) == _norm(v)
+        got = max(same_name, key=lambda c: sum(normalize(c["arguments"].get(k)) == normalize(v)
                                                for k, v in want["arguments"].items()))  # fmt: skip
         remaining.remove(got)
         arguments = got.get("arguments", {})
         for key, value in want["arguments"].items():
             if key not in arguments:
                 return "argument missing"
-            if _norm(arguments[key]) != _norm(value):
+            if normalize(arguments[key]) != normalize(value):
                 if isinstance(value, int | float) and not isinstance(value, bool):
                     return "number wrong"
                 others = [v for k, v in want["arguments"].items() if k != key]
@@ -104,7 +111,7 @@ def _json_kind(check: Check, reply: str, prompt: str) -> str:
         return "wrong keys"
     for key, want in expected.items():
         got = value[key]
-        if _norm(got) != _norm(want) and not (got is None and want is None):
+        if normalize(got) != normalize(want):
             if isinstance(want, int | float) and not isinstance(want, bool):
                 return "number wrong"
             return _value_kind(want, got, prompt, [v for k, v in expected.items() if k != key])

@@ -294,8 +294,8 @@ def evaluate(
                 continue
             prompt = "\n".join(str(m.get("content") or "") for m in example.messages[:turn])
             kind = failure_kind(name, check, reply, prompt)
-            kinds.setdefault(name, {}).setdefault(kind, 0)
-            kinds[name][kind] += 1
+            counts = kinds.setdefault(name, {})
+            counts[kind] = counts.get(kind, 0) + 1
             if len(failures) < max_failures:
                 prompt_tail = str(example.messages[turn - 1].get("content", ""))[-300:]
                 expected = {k: v for c in checks for k, v in c.to_dict().items() if k != "turn"}

@@ -493,10 +493,10 @@ def reproduce_command(recipe: DefaultRecipe, seed: int, minutes: float) -> str:
         f"switchyard train-default --seed {seed} --minutes {minutes:g} --corpus-size {recipe.corpus_size} "
         f"--main-steps {recipe.main.max_steps} --draft-steps {recipe.draft.max_steps}"
     )
-    changed = {c: w for c, w in recipe.corpus_weights.items() if DEFAULT_WEIGHTS.get(c) != w}
+    default = DefaultRecipe()
+    changed = {c: w for c, w in recipe.corpus_weights.items() if default.corpus_weights.get(c) != w}
     if changed:
         command += " --mix " + ",".join(f"{c}={w:g}" for c, w in changed.items())
-    default = DefaultRecipe()
     if recipe.main.context_loss_weight != default.main.context_loss_weight:
         command += f" --context-loss-weight {recipe.main.context_loss_weight:g}"
     if not recipe.mirror_word_starts:
@@ -510,10 +510,8 @@ def reproduce_command(recipe: DefaultRecipe, seed: int, minutes: float) -> str:
 
 
 def model_card(name: str, role: str, params: int, shape: ModelShape, vocab_size: int, seed: int,
-               corpus_size: int, rows: PackedRows, result: TrainResult, config: TrainConfig,
-               induction: InductionInit | None = None,
-               corpus_weights: dict[Category, float] | None = None,
-               command: str | None = None, digits_per_token: int = 1) -> str:  # fmt: skip
+               recipe: DefaultRecipe, rows: PackedRows, result: TrainResult, config: TrainConfig,
+               induction: InductionInit | None = None, command: str | None = None) -> str:  # fmt: skip
     """README.md of a bundled model: what it is, how it was made, and how far to trust it."""
     budget_note = " (stopped at the time budget)" if result.stopped_by_budget else ""
     init = "random"
@@ -525,9 +523,11 @@ def model_card(name: str, role: str, params: int, shape: ModelShape, vocab_size:
         if induction.locator_layers:
             layers = ", ".join(str(i) for i in induction.locator_layers)
             init += f"; locator heads (fixed copy output, learned attention) in layers {layers}"
-    weights = corpus_weights or DEFAULT_WEIGHTS
+    weights = recipe.corpus_weights
     total = sum(weights.values())
     mix = ", ".join(f"{category} {weight / total:.2f}" for category, weight in weights.items() if weight > 0)
+    digits = recipe.digits_per_token
+    numbers = "one token per digit" if digits == 1 else f"numbers in groups of {digits} digits"
     return f"""---
 license: apache-2.0
 library_name: transformers
@@ -554,9 +554,9 @@ Reproduce with `{command or f"switchyard train-default --seed {seed}"}`.
 | architecture | LlamaForCausalLM, hidden {shape.hidden_size}, {shape.num_hidden_layers} layers, {shape.num_attention_heads} heads ({shape.num_key_value_heads} KV), MLP {shape.intermediate_size}, tied embeddings |
 | parameters | {params / 1e6:.2f}M |
 | initialisation | {init} |
-| tokenizer | byte-level BPE, {vocab_size} tokens, {"one token per digit" if digits_per_token == 1 else f"numbers in groups of {digits_per_token} digits"}, ChatML template with Qwen2.5-style tool calls |
+| tokenizer | byte-level BPE, {vocab_size} tokens, {numbers}, ChatML template with Qwen2.5-style tool calls |
 | seed | {seed} |
-| corpus | {corpus_size} synthetic conversations ({rows.num_examples} packed into {rows.num_rows} rows of {config.row_len} tokens) |
+| corpus | {recipe.corpus_size} synthetic conversations ({rows.num_examples} packed into {rows.num_rows} rows of {config.row_len} tokens) |
 | corpus mix | {mix} (shares of conversations) |
 | steps | {result.steps} of {result.planned_steps} planned{budget_note}, batch {config.batch_rows} rows |
 | tokens seen | {result.tokens_seen:,} ({result.loss_tokens_seen:,} assistant tokens trained on) |
@@ -699,9 +699,8 @@ def train_default(
         model, guard = build_guarded_model(shape, vocab, eos, pad, seed, induction, variants)
         result = train_model(model, rows, config, model_ckpt, resume=resume, desc=name, progress=progress,
                              guard=guard)  # fmt: skip
-        card = model_card(name, role, count_parameters(model), shape, tokenizer.get_vocab_size(), seed,
-                          recipe.corpus_size, rows, result, config, induction, recipe.corpus_weights,
-                          reproduce_command(recipe, seed, time_budget_minutes), recipe.digits_per_token)  # fmt: skip
+        card = model_card(name, role, count_parameters(model), shape, tokenizer.get_vocab_size(), seed, recipe,
+                          rows, result, config, induction, reproduce_command(recipe, seed, time_budget_minutes))  # fmt: skip
         write_model_folder(model, tokenizer, output_dir / name, card, shape.max_position_embeddings)
         done.write_text(json.dumps(asdict(result)))
         results[name] = result
