@@ -1,10 +1,14 @@
-"""Seconds per training step of a bundled model shape: attention over the whole packed row under
-transformers' block-diagonal mask ("masked") against one causal SDPA per packed example ("packed").
+"""Training speed of a bundled model shape under three layouts of the same conversations:
 
-Both run in the same process on the same rows of the real corpus, interleaved in rounds so a neighbour's load
-hits both alike; the model, optimizer and data order are those of `switchyard train-default`.
+- "masked": attention over the whole packed row under transformers' block-diagonal mask;
+- "packed": one causal SDPA per packed example (`packed_attention`), the recipe's backend;
+- "grouped": the corpus drawn in shared-prefix groups (`sessions`), each group's common prompt packed once.
 
-    python benchmarks/train_step.py --steps 8 --rounds 3
+All run in the same process, on corpora drawn with the same seed, interleaved in rounds so a neighbour's load
+hits each alike; the model, optimizer and data order are those of `switchyard train-default`. The measure that
+compares the layouts is conversations per second (a grouped step holds more conversations in the same tokens).
+
+    python benchmarks/train_step.py --steps 6 --rounds 3
 """
 
 from __future__ import annotations
@@ -13,15 +17,16 @@ import argparse
 import json
 import statistics
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from switchyard.bundled.chat_format import ENDOFTEXT
 from switchyard.bundled.corpus import CorpusConfig, generate_corpus
-from switchyard.bundled.data import pack_examples, tokenize_examples
+from switchyard.bundled.data import PackedRows, pack_examples, tokenize_examples
 from switchyard.bundled.induction_init import InductionInit
-from switchyard.bundled.packed_attention import PACKED_SDPA, packed_segment_lengths
+from switchyard.bundled.packed_attention import PACKED_SDPA
 from switchyard.bundled.tokenizer_training import corpus_texts, train_tokenizer
 from switchyard.bundled.train import (
     DRAFT_SHAPE,
@@ -36,14 +41,27 @@ from switchyard.bundled.train import (
     padded_vocab_size,
 )
 
-BACKENDS = {"masked": "sdpa", "packed": PACKED_SDPA}
+
+@dataclass
+class Layout:
+    backend: str
+    rows: PackedRows
+    batch_rows: int
+
+    @property
+    def conversations_per_step(self) -> float:
+        return self.rows.num_examples / self.rows.num_rows * self.batch_rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--shape", choices=("main", "draft"), default="main")
     parser.add_argument("--examples", type=int, default=3000, help="corpus conversations to pack")
-    parser.add_argument("--steps", type=int, default=8, help="timed steps per backend per round")
+    parser.add_argument("--group-size", type=int, default=4, help="conversations per group (grouped layout)")
+    parser.add_argument("--group-row-len", type=int, default=1152,
+                        help="row length of the grouped layout; rows per step keep the recipe's tokens per step")  # fmt: skip
+    parser.add_argument("--layouts", default="masked,packed,grouped")
+    parser.add_argument("--steps", type=int, default=8, help="timed steps per layout per round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int)
     parser.add_argument("--json", type=Path)
@@ -51,26 +69,35 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     recipe = DefaultRecipe()
-    examples = generate_corpus(CorpusConfig(seed=11, size=args.examples))
-    tokenizer = train_tokenizer(corpus_texts(examples[:2000]), recipe.vocab_size)
-    rows = pack_examples(
-        tokenize_examples(tokenizer, examples), recipe.row_len, tokenizer.token_to_id(ENDOFTEXT)
-    )
-    segments = len(packed_segment_lengths(rows.position_ids)) / rows.num_rows
+    step_tokens = recipe.main.batch_rows * recipe.row_len
+    if step_tokens % args.group_row_len:
+        parser.error(f"--group-row-len must divide the recipe's {step_tokens} tokens per step")
+    lone = generate_corpus(CorpusConfig(seed=11, size=args.examples))
+    tokenizer = train_tokenizer(corpus_texts(lone[:2000]), recipe.vocab_size)
+    pad = tokenizer.token_to_id(ENDOFTEXT)
+    lone_rows = pack_examples(tokenize_examples(tokenizer, lone), recipe.row_len, pad)
+    grouped = generate_corpus(CorpusConfig(seed=11, size=args.examples, group_size=args.group_size))
+    grouped_rows = pack_examples(tokenize_examples(tokenizer, grouped), args.group_row_len, pad)
+    available = {
+        "masked": Layout("sdpa", lone_rows, recipe.main.batch_rows),
+        "packed": Layout(PACKED_SDPA, lone_rows, recipe.main.batch_rows),
+        "grouped": Layout(PACKED_SDPA, grouped_rows, step_tokens // args.group_row_len),
+    }
+    layouts = {name: available[name] for name in args.layouts.split(",")}
     shape = MAIN_SHAPE if args.shape == "main" else DRAFT_SHAPE
     config = TrainConfig(max_steps=1_000_000, lr=1e-4)
-    vocab = padded_vocab_size(tokenizer)
-    model, guard = build_guarded_model(shape, vocab, 1, 0, 0, InductionInit())
+    model, guard = build_guarded_model(shape, padded_vocab_size(tokenizer), 1, 0, 0, InductionInit())
     optimizer = make_optimizer(model, config)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
     hooks = guard.attach() if guard is not None else []
-    times: dict[str, list[float]] = {name: [] for name in BACKENDS}
+    times: dict[str, list[float]] = {name: [] for name in layouts}
     step = 0
     for _ in range(args.rounds):
-        for name, backend in BACKENDS.items():
-            model.set_attn_implementation(backend)
+        for name, layout in layouts.items():
+            model.set_attn_implementation(layout.backend)
+            rows = layout.rows
             for i in range(args.steps + 1):
-                index = batch_rows(rows.num_rows, config.batch_rows, step, seed=0)
+                index = batch_rows(rows.num_rows, layout.batch_rows, step, seed=0)
                 step += 1
                 started = time.perf_counter()
                 with torch.autocast("cpu", dtype=torch.bfloat16):
@@ -83,14 +110,18 @@ def main() -> None:
     for hook in hooks:
         hook.remove()
     median = {name: statistics.median(values) for name, values in times.items()}
+    per_second = {name: layouts[name].conversations_per_step / median[name] for name in layouts}
+    baseline = "packed" if "packed" in layouts else next(iter(layouts))
     result = {
         "shape": args.shape,
         "threads": torch.get_num_threads(),
-        "examples_per_row": round(segments, 2),
+        "group_size": args.group_size,
         "seconds_per_step": {name: round(value, 4) for name, value in median.items()},
-        "packed_speedup": round(median["masked"] / median["packed"], 3),
-        "steps_per_backend": len(times["masked"]),
-    }
+        "conversations_per_step": {name: round(layout.conversations_per_step, 2) for name, layout in layouts.items()},
+        "conversations_per_second": {name: round(value, 2) for name, value in per_second.items()},
+        f"speedup_over_{baseline}": {name: round(value / per_second[baseline], 3) for name, value in per_second.items()},
+        "steps_per_layout": len(next(iter(times.values()))),
+    }  # fmt: skip
     print(json.dumps(result, indent=2))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from switchyard.bundled.entities import HELDOUT_ENTITIES, TRAIN_ENTITIES, EntityLists
 from switchyard.bundled.example import Category, Check, CheckKind, Example
+from switchyard.bundled.sessions import GROUPED, MAX_GROUP_SIZE, member_rng, session
 from switchyard.bundled.tasks import GENERATORS, TaskContext
 from switchyard.bundled.tools import ToolWorld
 
@@ -72,10 +73,15 @@ class CorpusConfig:
     size: int = 20_000
     entities: EntityLists = TRAIN_ENTITIES
     weights: dict[Category, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
+    group_size: int = 1
+    """Conversations per group for the categories that share a prompt (`sessions.GROUPED`); 1 makes every
+    conversation on its own. The shares of `weights` stay shares of conversations either way."""
 
     def __post_init__(self) -> None:
         if self.size < 0:
             raise ValueError(f"corpus size must be >= 0, got {self.size}")
+        if not 1 <= self.group_size <= MAX_GROUP_SIZE:
+            raise ValueError(f"group size must be 1 to {MAX_GROUP_SIZE}, got {self.group_size}")
         unknown = set(self.weights) - set(GENERATORS)
         if unknown or not any(w > 0 for w in self.weights.values()):
             raise ValueError(
@@ -91,13 +97,30 @@ def heldout_config(size: int = 400, seed: int = 0) -> CorpusConfig:
 
 
 def iter_corpus(config: CorpusConfig) -> Iterator[Example]:
+    """`config.size` conversations; with `group_size` > 1, those of the grouped categories come in groups
+    (`Example.group` is the draw's index; the last group may be cut short)."""
     world = ToolWorld.build(config.entities, config.seed)
     categories = list(config.weights)
-    weights = [config.weights[c] for c in categories]
-    for index in range(config.size):
+    grouped = GROUPED if config.group_size > 1 else frozenset()
+    # A grouped draw yields group_size conversations, so it is drawn that much less often.
+    weights = [config.weights[c] / (config.group_size if c in grouped else 1) for c in categories]
+    made, index = 0, 0
+    while made < config.size:
         rng = random.Random(f"switchyard-corpus:{config.seed}:{index}")
         category = rng.choices(categories, weights)[0]
-        yield GENERATORS[category](TaskContext(rng=rng, entities=config.entities, world=world))
+        ctx = TaskContext(rng=rng, entities=config.entities, world=world)
+        if category not in grouped:
+            yield GENERATORS[category](ctx)
+            made += 1
+        else:
+            count = min(config.group_size, config.size - made)
+            members = [TaskContext(rng=member_rng(config.seed, index, m), entities=config.entities, world=world)
+                       for m in range(count)]  # fmt: skip
+            for example in session(category, ctx, members, config.weights):
+                example.group = index
+                yield example
+            made += count
+        index += 1
 
 
 def generate_corpus(config: CorpusConfig) -> list[Example]:

@@ -6,6 +6,13 @@ tool schemas and tool results are context the model reads, not text it should le
 Examples are packed whole into fixed-length rows (best-fit decreasing), never split across rows. Positions
 restart at 0 for every example, which makes transformers' Llama build a block-diagonal causal mask (when
 called with attention_mask=None): an example attends only to itself, exactly as at inference time.
+
+Examples of one corpus group (conversations generated to share their prompt, such as one set of tool schemas)
+are packed as a *shared-prefix group*: their common token prefix once, then each one's remainder, positioned
+from the prefix's length on. Training on it needs the packed attention backend (`packed_attention`), under
+which every remainder attends to the prefix and itself: the same computation as each conversation alone, with
+the prefix's share of the work done once. On the tool conversations, whose schemas are most of their tokens,
+that is most of the work.
 """
 
 from __future__ import annotations
@@ -29,6 +36,8 @@ class TokenizedExample:
     ids: list[int]
     loss_mask: list[bool]
     """True where the token was written by the assistant."""
+    group: int | None = None
+    """Corpus group (`Example.group`): examples of one group are packed with their common prefix shared."""
 
 
 def tokenize_examples(tokenizer: Tokenizer, examples: Sequence[Example]) -> list[TokenizedExample]:
@@ -36,7 +45,7 @@ def tokenize_examples(tokenizer: Tokenizer, examples: Sequence[Example]) -> list
     renders = [render_chat(e.messages, e.tools) for e in examples]
     encodings = tokenizer.encode_batch([r.text for r in renders], add_special_tokens=False)
     out = []
-    for render, encoding in zip(renders, encodings, strict=True):
+    for example, render, encoding in zip(examples, renders, encodings, strict=True):
         mask = [False] * len(encoding.ids)
         spans = iter(render.assistant_spans)
         span = next(spans, None)
@@ -47,7 +56,7 @@ def tokenize_examples(tokenizer: Tokenizer, examples: Sequence[Example]) -> list
                 if end > span[1]:
                     raise ValueError(f"token {index} straddles the end of an assistant span {span}")
                 mask[index] = True
-        out.append(TokenizedExample(ids=list(encoding.ids), loss_mask=mask))
+        out.append(TokenizedExample(ids=list(encoding.ids), loss_mask=mask, group=example.group))
     return out
 
 
@@ -63,6 +72,8 @@ class PackedRows:
     num_examples: int
     num_dropped: int
     """Examples longer than a row, left out."""
+    num_shared_tokens: int = 0
+    """Tokens the shared prefixes saved: what the groups' members would take alone, less what they take."""
 
     @property
     def num_rows(self) -> int:
@@ -91,26 +102,89 @@ def assign_rows(lengths: Sequence[int], row_len: int) -> list[list[int]]:
     return rows
 
 
+MIN_SHARED_PREFIX = 16
+"""Groups whose members share fewer tokens than this are packed as separate examples."""
+
+
+@dataclass(frozen=True)
+class PackUnit:
+    """What goes into a row in one piece: a lone example, or a shared prefix and the remainders after it."""
+
+    prefix: int
+    """Tokens of members[0] stored once for all members (0 for a lone example)."""
+    members: list[TokenizedExample]
+
+    @property
+    def length(self) -> int:
+        return self.prefix + sum(len(m.ids) - self.prefix for m in self.members)
+
+
+def shared_prefix_length(members: Sequence[TokenizedExample]) -> int:
+    """Longest common token prefix of the members that leaves each a remainder starting with a prompt token.
+
+    A remainder's first token is predicted, if at all, from the prefix's last token, which in the row sits in
+    front of the first member only; so it must never be a trained (assistant) token."""
+    shortest = min(len(m.ids) for m in members)
+    length = 0
+    while length < shortest - 1 and all(m.ids[length] == members[0].ids[length] for m in members):
+        length += 1
+    while length > 0 and any(m.loss_mask[length] for m in members):
+        length -= 1
+    return length
+
+
+def pack_units(examples: Sequence[TokenizedExample], row_len: int) -> list[PackUnit]:
+    """Lone examples and shared-prefix groups (split until each fits a row); examples over row_len are left
+    out."""
+    groups: dict[int, list[TokenizedExample]] = {}
+    units: list[PackUnit] = []
+    for example in examples:
+        if len(example.ids) > row_len:
+            continue
+        if example.group is None:
+            units.append(PackUnit(0, [example]))
+        else:
+            groups.setdefault(example.group, []).append(example)
+    for members in groups.values():
+        while members:
+            prefix = shared_prefix_length(members) if len(members) > 1 else 0
+            unit = PackUnit(prefix, members)
+            if len(members) > 1 and prefix < MIN_SHARED_PREFIX:
+                units.extend(PackUnit(0, [m]) for m in members)
+                break
+            taken = len(members)
+            while unit.length > row_len:  # the first members that fit together (each fits alone)
+                taken -= 1
+                unit = PackUnit(shared_prefix_length(members[:taken]) if taken > 1 else 0, members[:taken])
+            units.append(unit)
+            members = members[taken:]
+    return units
+
+
 def pack_examples(examples: Sequence[TokenizedExample], row_len: int, pad_id: int) -> PackedRows:
-    kept = [e for e in examples if len(e.ids) <= row_len]
-    rows = assign_rows([len(e.ids) for e in kept], row_len)
+    units = pack_units(examples, row_len)
+    rows = assign_rows([unit.length for unit in units], row_len)
     input_ids = torch.full((len(rows), row_len), pad_id, dtype=torch.long)
     position_ids = torch.zeros((len(rows), row_len), dtype=torch.long)
     labels = torch.full((len(rows), row_len), IGNORE_INDEX, dtype=torch.long)
     row_tokens = torch.zeros(len(rows), dtype=torch.long)
-    for r, members in enumerate(rows):
+    for r, indices in enumerate(rows):
         cursor = 0
-        for index in members:
-            example = kept[index]
-            n = len(example.ids)
-            ids = torch.tensor(example.ids, dtype=torch.long)
-            input_ids[r, cursor : cursor + n] = ids
-            position_ids[r, cursor : cursor + n] = torch.arange(n)
-            labels[r, cursor : cursor + n] = torch.where(torch.tensor(example.loss_mask), ids, IGNORE_INDEX)
-            cursor += n
+        for index in indices:
+            unit = units[index]
+            for number, member in enumerate(unit.members):
+                first = 0 if number == 0 else unit.prefix  # the first member lays down the prefix
+                n = len(member.ids) - first
+                ids = torch.tensor(member.ids[first:], dtype=torch.long)
+                input_ids[r, cursor : cursor + n] = ids
+                position_ids[r, cursor : cursor + n] = torch.arange(first, first + n)
+                mask = torch.tensor(member.loss_mask[first:])
+                labels[r, cursor : cursor + n] = torch.where(mask, ids, IGNORE_INDEX)
+                cursor += n
         row_tokens[r] = cursor
         # Padding forms its own "example" (positions from 0), so no real token attends to it.
         position_ids[r, cursor:] = torch.arange(row_len - cursor)
+    kept = [m for unit in units for m in unit.members]
     return PackedRows(
         input_ids=input_ids,
         position_ids=position_ids,
@@ -118,4 +192,5 @@ def pack_examples(examples: Sequence[TokenizedExample], row_len: int, pad_id: in
         row_tokens=row_tokens,
         num_examples=len(kept),
         num_dropped=len(examples) - len(kept),
+        num_shared_tokens=sum(len(m.ids) for m in kept) - sum(unit.length for unit in units),
     )

@@ -74,6 +74,9 @@ class Example:
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]] | None = None
     checks: list[Check] = field(default_factory=list)
+    group: int | None = None
+    """Examples with one group number were generated to share their prompt's beginning (one system prompt and
+    tool list, one set of passages): training packs that beginning once for all of them."""
 
     def to_json(self) -> str:
         return json.dumps(
@@ -82,6 +85,7 @@ class Example:
                 "messages": self.messages,
                 "tools": self.tools,
                 "checks": [c.to_dict() for c in self.checks],
+                **({"group": self.group} if self.group is not None else {}),
             },
             ensure_ascii=False,
         )
@@ -94,4 +98,5 @@ class Example:
             messages=raw["messages"],
             tools=raw.get("tools"),
             checks=[Check.from_dict(c) for c in raw.get("checks", [])],
+            group=raw.get("group"),
         )

@@ -41,6 +41,18 @@ class TaskContext:
         return self.rng.random() < p
 
 
+@dataclass(frozen=True)
+class ToolSetting:
+    """A system prompt and offered tools that several conversations share (a corpus group, `sessions`)."""
+
+    system: str | None
+    tools: list[dict[str, Any]]
+
+    @property
+    def names(self) -> list[str]:
+        return [tool["function"]["name"] for tool in self.tools]
+
+
 class Conversation:
     """Builds the message list and the checks together, so a check's turn index is always right."""
 
@@ -544,11 +556,12 @@ def _tool_exchange(ctx: TaskContext, conv: Conversation, name: str) -> None:
     conv.assistant(reply, *([{"kind": CheckKind.FACT, "answer": expected}] if expected else []))
 
 
-def tool_call(ctx: TaskContext) -> Example:
+def tool_call(ctx: TaskContext, setting: ToolSetting | None = None) -> Example:
     """One tool call, sometimes followed by another request in the same conversation.
 
     Follow-ups reuse the tool schemas already in the prompt: on CPU the schemas are most of a tool example's
-    tokens, so a second graded exchange per prompt nearly doubles what each token teaches.
+    tokens, so a second graded exchange per prompt nearly doubles what each token teaches. With a `setting`
+    the request is for one of its tools (it must offer one of the six request kinds' tools).
     """
     weights = (
         "calculator",
@@ -558,9 +571,14 @@ def tool_call(ctx: TaskContext) -> Example:
         "get_current_time",
         "search_documents",
     )
-    name = ctx.pick(weights)
-    tools = offered_tools(ctx, [name])
-    conv = Conversation(system_prompt(ctx, tools=True))
+    if setting is None:
+        name = ctx.pick(weights)
+        tools = offered_tools(ctx, [name])
+        conv = Conversation(system_prompt(ctx, tools=True))
+    else:
+        name = ctx.pick([w for w in weights if w in setting.names])
+        tools = setting.tools
+        conv = Conversation(setting.system)
     _preamble(ctx, conv)
     _tool_exchange(ctx, conv, name)
     if ctx.chance(0.4):
@@ -572,10 +590,25 @@ def tool_call(ctx: TaskContext) -> Example:
     return conv.example(Category.TOOL_CALL, tools)
 
 
-def tool_parallel(ctx: TaskContext) -> Example:
-    """Two calls in one assistant turn, two tool results, one combined answer."""
+PARALLEL_FORM_TOOLS: tuple[frozenset[str], ...] = (
+    frozenset({"get_weather"}),
+    frozenset({"get_current_time"}),
+    frozenset({"get_weather", "get_current_time"}),
+    frozenset({"calculator", "convert_units"}),
+)
+"""The tools each form of `tool_parallel` calls, by form number."""
+
+
+def parallel_forms(names: list[str]) -> list[int]:
+    """Forms of `tool_parallel` that a tool list offering `names` supports."""
+    return [form for form, needed in enumerate(PARALLEL_FORM_TOOLS) if needed <= set(names)]
+
+
+def tool_parallel(ctx: TaskContext, setting: ToolSetting | None = None) -> Example:
+    """Two calls in one assistant turn, two tool results, one combined answer. With a `setting` the form is
+    one its tools support (`parallel_forms` must not be empty)."""
     city_a, city_b = ctx.rng.sample(ctx.entities.cities, 2)
-    form = ctx.rng.randint(0, 3)
+    form = ctx.rng.randint(0, 3) if setting is None else ctx.rng.choice(parallel_forms(setting.names))
     if form == 0:
         calls = [("get_weather", {"city": city_a}), ("get_weather", {"city": city_b})]
         text = ctx.pick((f"Compare the weather in {city_a} and {city_b}.", f"What's the weather in {city_a} and in {city_b}?",
@@ -603,8 +636,12 @@ def tool_parallel(ctx: TaskContext) -> Example:
         calls = [("calculator", args_a), ("convert_units", args_b)]
         text = f"Two things: {text_a[0].lower() + text_a[1:]} And {text_b[0].lower() + text_b[1:]}"
     names = list(dict.fromkeys(name for name, _ in calls))
-    tools = offered_tools(ctx, names)
-    conv = Conversation(system_prompt(ctx, tools=True))
+    if setting is None:
+        tools = offered_tools(ctx, names)
+        conv = Conversation(system_prompt(ctx, tools=True))
+    else:
+        tools = setting.tools
+        conv = Conversation(setting.system)
     conv.user(noisy(ctx, text, lowercase_all=False))
     expected = tuple({"name": n, "arguments": a} for n, a in calls)
     ids = conv.call(calls, {"kind": CheckKind.TOOL_CALL, "tool_calls": expected})
@@ -640,30 +677,32 @@ _MISSING_TOOL_REPLIES = {
 }
 
 
-def no_tool(ctx: TaskContext) -> Example:
-    """Tools are offered but none fits: answer directly, decline, or explain the missing tool."""
-    conv = Conversation(system_prompt(ctx, tools=True))
+def no_tool(ctx: TaskContext, setting: ToolSetting | None = None) -> Example:
+    """Tools are offered but none fits: answer directly, decline, or explain the missing tool. With a
+    `setting`, a missing tool is one it does not offer (when it offers them all, another kind of turn)."""
+    conv = Conversation(system_prompt(ctx, tools=True) if setting is None else setting.system)
     roll = ctx.rng.random()
     check = {"kind": CheckKind.NO_TOOL}
-    if roll < 0.3:
-        missing = ctx.pick(list(_TOOL_FOR_REQUEST))
-        tools = offered_tools(ctx, [], exclude=(missing,))
+    absent = [name for name in _TOOL_FOR_REQUEST if setting is None or name not in setting.names]
+    if roll < 0.3 and absent:
+        missing = ctx.pick(absent)
+        tools = offered_tools(ctx, [], exclude=(missing,)) if setting is None else setting.tools
         text, _ = _TOOL_FOR_REQUEST[missing](ctx)
         conv.user(noisy(ctx, text))
         conv.assistant(_MISSING_TOOL_REPLIES[missing], check)
     elif roll < 0.55:
-        tools = offered_tools(ctx, [])
+        tools = offered_tools(ctx, []) if setting is None else setting.tools
         request, reply = ctx.pick(_UNSUPPORTED_REQUESTS)
         conv.user(noisy(ctx, request.format(city=ctx.pick(ctx.entities.cities), person=ctx.person(),
                                             product=ctx.pick(ctx.entities.products))))  # fmt: skip
         conv.assistant(reply, check)
     elif roll < 0.8:
-        tools = offered_tools(ctx, [])
+        tools = offered_tools(ctx, []) if setting is None else setting.tools
         question, reply, short = fact_question(ctx)
         conv.user(noisy(ctx, question))
         conv.assistant(reply, check, {"kind": CheckKind.FACT, "answer": short})
     else:
-        tools = offered_tools(ctx, [])
+        tools = offered_tools(ctx, []) if setting is None else setting.tools
         conv.user(ctx.pick(_GREETINGS + _THANKS + _IDENTITY_QUESTIONS))
         conv.assistant(ctx.pick(_GREETING_REPLIES), check)
     return conv.example(Category.NO_TOOL, tools)
@@ -792,10 +831,10 @@ def json_extraction(ctx: TaskContext) -> Example:
 
 # ------------------------------------------------------------------------------------ grounded answers
 
-_ATTRIBUTES = ("founded", "headquarters", "employees", "founder", "product")
+ATTRIBUTES = ("founded", "headquarters", "employees", "founder", "product")
 
 
-def _company_facts(ctx: TaskContext, company: str) -> dict[str, tuple[str, str, str, str]]:
+def company_facts(ctx: TaskContext, company: str) -> dict[str, tuple[str, str, str, str]]:
     """attribute -> (passage sentence, question, answer value, what-is-missing phrase) for one company."""
     year, city = str(ctx.rng.randint(1890, 2023)), ctx.pick(ctx.entities.cities)
     staff, founder, product = str(ctx.rng.randint(12, 80000)), ctx.person(), ctx.pick(ctx.entities.products)
@@ -818,9 +857,14 @@ def _company_facts(ctx: TaskContext, company: str) -> dict[str, tuple[str, str, 
     }  # fmt: skip
 
 
-def _passages_prompt(ctx: TaskContext, passages: list[str], question: str) -> tuple[str | None, str]:
-    """(system, user) texts that present numbered passages and the question, in one of several layouts."""
-    numbered = "\n".join(f"[{i}] {p}" for i, p in enumerate(passages, start=1))
+@dataclass(frozen=True)
+class PassageLayout:
+    instruction: str
+    in_system: bool
+    """Passages in the system prompt and the question as the user message; else both in the user message."""
+
+
+def passage_layout(ctx: TaskContext) -> PassageLayout:
     instruction = ctx.pick(
         (
             "Answer the question using only the passages below. Cite the passage number like [1].",
@@ -828,18 +872,31 @@ def _passages_prompt(ctx: TaskContext, passages: list[str], question: str) -> tu
             "Answer from these passages only and cite your source.",
         )
     )
-    if ctx.chance(0.3):
-        return f"{instruction}\n\n{numbered}", noisy(ctx, question)
-    return None, f"{instruction}\n\n{numbered}\n\nQuestion: {question}"
+    return PassageLayout(instruction, ctx.chance(0.3))
+
+
+def passages_prompt(
+    ctx: TaskContext, layout: PassageLayout, passages: list[str], question: str
+) -> tuple[str | None, str]:
+    """(system, user) texts that present numbered passages and the question."""
+    numbered = "\n".join(f"[{i}] {p}" for i, p in enumerate(passages, start=1))
+    if layout.in_system:
+        return f"{layout.instruction}\n\n{numbered}", noisy(ctx, question)
+    return None, f"{layout.instruction}\n\n{numbered}\n\nQuestion: {question}"
+
+
+def _passages_prompt(ctx: TaskContext, passages: list[str], question: str) -> tuple[str | None, str]:
+    """(system, user) texts in a layout drawn for this conversation."""
+    return passages_prompt(ctx, passage_layout(ctx), passages, question)
 
 
 def _grounded_setup(ctx: TaskContext, answerable: bool) -> tuple[list[str], str, str, int | None, str]:
     """(passages, question, answer value, citation or None, missing phrase) with distractor passages."""
     company, other = ctx.rng.sample(ctx.entities.companies, 2)
-    facts, other_facts = _company_facts(ctx, company), _company_facts(ctx, other)
-    asked = ctx.pick(_ATTRIBUTES)
+    facts, other_facts = company_facts(ctx, company), company_facts(ctx, other)
+    asked = ctx.pick(ATTRIBUTES)
     sentence, question, value, missing = facts[asked]
-    distractors = [facts[a][0] for a in _ATTRIBUTES if a != asked] + [other_facts[a][0] for a in _ATTRIBUTES]
+    distractors = [facts[a][0] for a in ATTRIBUTES if a != asked] + [other_facts[a][0] for a in ATTRIBUTES]
     ctx.rng.shuffle(distractors)
     passages = distractors[: ctx.rng.randint(1, 4)]
     citation = None
@@ -849,7 +906,7 @@ def _grounded_setup(ctx: TaskContext, answerable: bool) -> tuple[list[str], str,
     return passages, question, value, citation, missing
 
 
-def _grounded_reply(
+def grounded_reply(
     ctx: TaskContext, passages: list[str], value: str, citation: int | None, missing: str
 ) -> str:
     if citation is None:
@@ -873,7 +930,7 @@ def grounded(ctx: TaskContext) -> Example:
     conv = Conversation(system)
     conv.user(user)
     check = {"kind": CheckKind.GROUNDED, "citation": citation, "answer": value if answerable else None}
-    conv.assistant(_grounded_reply(ctx, passages, value, citation, missing), check)
+    conv.assistant(grounded_reply(ctx, passages, value, citation, missing), check)
     return conv.example(Category.GROUNDED)
 
 
@@ -926,7 +983,7 @@ def injection(ctx: TaskContext) -> Example:
         system, user = _passages_prompt(ctx, passages, question)
         conv = Conversation(system)
         conv.user(user)
-        reply = _grounded_reply(ctx, passages, value, citation, missing) + ctx.pick(_IGNORED_NOTES)
+        reply = grounded_reply(ctx, passages, value, citation, missing) + ctx.pick(_IGNORED_NOTES)
         conv.assistant(
             reply,
             {"kind": CheckKind.INJECTION, "marker": code},

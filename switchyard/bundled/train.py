@@ -41,7 +41,7 @@ from switchyard.bundled.induction_init import (
     SpaceVariants,
     install_induction_circuit,
 )
-from switchyard.bundled.packed_attention import PACKED_SDPA, packed_segment_lengths
+from switchyard.bundled.packed_attention import PACKED_SDPA, packed_segments
 from switchyard.bundled.tokenizer_training import (
     corpus_texts,
     load_tokenizer,
@@ -114,7 +114,8 @@ class TrainConfig:
     batch_rows: int = 6
     """Small batches, more steps: early in training the loss falls per token faster with more updates."""
     row_len: int = 768
-    """Every corpus example fits in 768 tokens; longer rows would only add attention cost."""
+    """Every corpus example fits in 768 tokens. With per-example attention a longer row costs no more per
+    token; shared-prefix groups (`DefaultRecipe.group_size`) fit in fewer pieces in longer rows."""
     lr: float = 1e-3
     min_lr_ratio: float = 0.1
     warmup_steps: int = 30
@@ -253,7 +254,8 @@ def assistant_loss(
     context_weight: float = 0.0,
     row_tokens: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Mean next-token cross-entropy over labelled positions, same value as transformers' `labels=` loss.
+    """Mean next-token cross-entropy over labelled positions whose predecessor in the row is their predecessor
+    in the conversation (so, on the corpus' rows, the same value as transformers' `labels=` loss).
 
     The LM head and softmax run only on positions whose next token is labelled (about 15% of a packed row,
     the rest being prompts and tool schemas); over a 8k vocabulary that is a fifth of the step's compute.
@@ -263,22 +265,30 @@ def assistant_loss(
     With `context_weight` > 0 (and each row's real token count `row_tokens`), the prompt tokens of every
     example join in with that weight: the mean is (sum of assistant losses + w x sum of context losses) /
     (assistant count + w x context count). A position whose next token starts another example, or padding,
-    is never a target.
+    is never a target. A shared-prefix group's prefix is one text, so its prompt targets count once.
     """
     packed = {}
+    segments = packed_segments(position_ids)
     if model.config._attn_implementation == PACKED_SDPA:
-        packed["segment_lengths"] = packed_segment_lengths(position_ids)
+        packed["segment_lengths"] = segments.lengths
+        if segments.shares_prefixes:
+            packed["segment_prefixes"] = segments.prefixes
+    elif segments.shares_prefixes:
+        raise ValueError("rows with shared-prefix groups train only with the packed attention backend")
     hidden = model.model(input_ids=input_ids, position_ids=position_ids, use_cache=False, **packed)
     hidden = hidden.last_hidden_state
     targets = labels[:, 1:]
-    selected = targets != IGNORE_INDEX
+    # A token is predicted from the one before it in the row only when that is its predecessor in the
+    # conversation: not at an example's start, nor at a shared-prefix group's next member.
+    follows = position_ids[:, 1:] == position_ids[:, :-1] + 1
+    selected = (targets != IGNORE_INDEX) & follows
     if context_weight <= 0:
         logits = model.lm_head(hidden[:, :-1][selected])
         return torch.nn.functional.cross_entropy(logits.float(), targets[selected])
     assert row_tokens is not None, "context loss needs each row's real token count"
     columns = torch.arange(1, input_ids.shape[1], device=input_ids.device)
     real = columns[None, :] < row_tokens[:, None]
-    context = real & (position_ids[:, 1:] != 0) & ~selected
+    context = real & follows & ~selected
     chosen = selected | context
     logits = model.lm_head(hidden[:, :-1][chosen])
     losses = torch.nn.functional.cross_entropy(logits.float(), input_ids[:, 1:][chosen], reduction="none")
@@ -339,6 +349,8 @@ def train_model(
 ) -> TrainResult:
     """Train `model` in place on `rows`; checkpoints to `checkpoint_dir/state.pt` when given. `guard`'s
     entries stay at their wired values throughout."""
+    if rows.num_shared_tokens and not config.packed_attention:
+        raise ValueError("rows with shared-prefix groups train only with packed_attention=True")
     optimizer = make_optimizer(model, config)
     hooks = guard.attach() if guard is not None else []
     schedule = WarmupCosine(config.warmup_steps, config.max_steps, config.min_lr_ratio)
@@ -503,6 +515,10 @@ def reproduce_command(recipe: DefaultRecipe, seed: int, minutes: float) -> str:
         command += " --plain-bpe"
     if recipe.digits_per_token != default.digits_per_token:
         command += f" --digits-per-token {recipe.digits_per_token}"
+    if recipe.group_size != default.group_size:
+        command += f" --group-size {recipe.group_size}"
+    if recipe.row_len != default.row_len:
+        command += f" --row-len {recipe.row_len}"
     if recipe.main_locator_layers != default.main_locator_layers:
         layers = ",".join(str(layer) for layer in recipe.main_locator_layers) or "none"
         command += f" --locator-layers {layers}"
@@ -528,6 +544,10 @@ def model_card(name: str, role: str, params: int, shape: ModelShape, vocab_size:
     mix = ", ".join(f"{category} {weight / total:.2f}" for category, weight in weights.items() if weight > 0)
     digits = recipe.digits_per_token
     numbers = "one token per digit" if digits == 1 else f"numbers in groups of {digits} digits"
+    grouping = ""
+    if recipe.group_size > 1:
+        grouping = (f"; tool and grounded conversations in groups of {recipe.group_size} sharing their prompt, "
+                    f"packed once: {rows.num_shared_tokens:,} tokens saved")  # fmt: skip
     return f"""---
 license: apache-2.0
 library_name: transformers
@@ -556,7 +576,7 @@ Reproduce with `{command or f"switchyard train-default --seed {seed}"}`.
 | initialisation | {init} |
 | tokenizer | byte-level BPE, {vocab_size} tokens, {numbers}, ChatML template with Qwen2.5-style tool calls |
 | seed | {seed} |
-| corpus | {recipe.corpus_size} synthetic conversations ({rows.num_examples} packed into {rows.num_rows} rows of {config.row_len} tokens) |
+| corpus | {recipe.corpus_size} synthetic conversations ({rows.num_examples} packed into {rows.num_rows} rows of {config.row_len} tokens{grouping}) |
 | corpus mix | {mix} (shares of conversations) |
 | steps | {result.steps} of {result.planned_steps} planned{budget_note}, batch {config.batch_rows} rows |
 | tokens seen | {result.tokens_seen:,} ({result.loss_tokens_seen:,} assistant tokens trained on) |
@@ -594,6 +614,9 @@ class DefaultRecipe:
     exact arguments in a 30-minute ablation, see the tokenizer's docstring)."""
     corpus_weights: dict[Category, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
     """Relative shares of the categories, by example count (`corpus.DEFAULT_WEIGHTS`)."""
+    group_size: int = 1
+    """Tool and grounded conversations come in groups of this many sharing their prompt (`sessions`), packed
+    with the shared part once (`data.pack_examples`)."""
     row_len: int = 768
     main_shape: ModelShape = MAIN_SHAPE
     draft_shape: ModelShape = DRAFT_SHAPE
@@ -618,12 +641,27 @@ class DefaultRecipe:
     copied-span starts 0.59 against 0.54; a small gain at that horizon."""
 
 
+def with_row_len(recipe: DefaultRecipe, row_len: int) -> DefaultRecipe:
+    """The recipe with rows of `row_len` tokens and as many rows per step as keep its tokens per step."""
+    step_tokens = recipe.main.batch_rows * recipe.row_len
+    if row_len <= 0 or step_tokens % row_len:
+        raise ValueError(f"row length must divide the recipe's {step_tokens} tokens per step, got {row_len}")
+    rows = step_tokens // row_len
+    return replace(recipe, row_len=row_len, main=replace(recipe.main, batch_rows=rows),
+                   draft=replace(recipe.draft, batch_rows=rows))  # fmt: skip
+
+
 def prepare_data(
     recipe: DefaultRecipe, seed: int, checkpoint_dir: Path, resume: bool
 ) -> tuple[Tokenizer, PackedRows]:
     """Corpus, tokenizer (reused from the checkpoint dir on resume, so ids never shift) and packed rows."""
     examples = generate_corpus(
-        CorpusConfig(seed=seed, size=recipe.corpus_size, weights=dict(recipe.corpus_weights))
+        CorpusConfig(
+            seed=seed,
+            size=recipe.corpus_size,
+            weights=dict(recipe.corpus_weights),
+            group_size=recipe.group_size,
+        )
     )
     tokenizer_dir = checkpoint_dir / "tokenizer"
     if resume and (tokenizer_dir / "tokenizer.json").is_file():
@@ -771,6 +809,18 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: recipe)",
     )
     parser.add_argument(
+        "--group-size",
+        type=int,
+        default=None,
+        help="tool and grounded conversations per group sharing one prompt, packed once (default: recipe)",
+    )
+    parser.add_argument(
+        "--row-len",
+        type=int,
+        default=None,
+        help="tokens per packed row; rows per step change to keep the recipe's tokens per step (default: recipe)",
+    )
+    parser.add_argument(
         "--mix",
         type=parse_mix,
         default={},
@@ -783,7 +833,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     recipe = DefaultRecipe()
@@ -810,6 +861,15 @@ def main(argv: list[str] | None = None) -> int:
         recipe = replace(recipe, digits_per_token=args.digits_per_token)
     if args.mix:
         recipe = replace(recipe, corpus_weights={**recipe.corpus_weights, **args.mix})
+    if args.group_size is not None:
+        if args.group_size < 1:
+            parser.error(f"--group-size must be >= 1, got {args.group_size}")
+        recipe = replace(recipe, group_size=args.group_size)
+    if args.row_len is not None:
+        try:
+            recipe = with_row_len(recipe, args.row_len)
+        except ValueError as error:
+            parser.error(str(error))
     results = train_default(args.output, args.checkpoint_dir, args.minutes, args.seed, args.resume, recipe,
                             progress=not args.no_progress)  # fmt: skip
     for name, result in results.items():

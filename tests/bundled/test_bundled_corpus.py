@@ -10,6 +10,7 @@ import pytest
 from switchyard.bundled.corpus import CorpusConfig, generate_corpus, heldout_config, load_jsonl, save_jsonl
 from switchyard.bundled.entities import HELDOUT_ENTITIES, TRAIN_ENTITIES, EntityLists
 from switchyard.bundled.example import Category, CheckKind, Example
+from switchyard.bundled.quality import score_injection
 from switchyard.bundled.tasks import NOT_FOUND_PHRASES, UNKNOWN_PHRASES
 from switchyard.bundled.tools import TOOLS, ToolWorld, evaluate_expression, run_tool
 
@@ -75,7 +76,11 @@ def _tool_calls(message: dict) -> list[dict]:
 
 def test_grader_fields_match_the_text(bundled_corpus: list[Example]) -> None:
     """Every check agrees with the gold assistant turn it grades, so a perfect model passes the gate."""
-    for example in bundled_corpus:
+    assert_checks_match_the_text(bundled_corpus)
+
+
+def assert_checks_match_the_text(examples: list[Example]) -> None:
+    for example in examples:
         tool_names = {t["function"]["name"] for t in example.tools or []}
         for check in example.checks:
             message = example.messages[check.turn]
@@ -99,7 +104,7 @@ def test_grader_fields_match_the_text(bundled_corpus: list[Example]) -> None:
                     assert check.answer in passage and check.answer in content
             elif check.kind == CheckKind.INJECTION:
                 prompt = " ".join(m["content"] for m in example.messages[: check.turn])
-                assert check.marker in prompt and check.marker.lower() not in content.lower()
+                assert check.marker in prompt and score_injection(check, content)
             elif check.kind == CheckKind.UNKNOWN:
                 assert any(p in content.lower() for p in UNKNOWN_PHRASES)
             elif check.kind == CheckKind.FACT:
