@@ -42,6 +42,7 @@ from switchyard.bundled.induction_init import (
     install_induction_circuit,
 )
 from switchyard.bundled.packed_attention import PACKED_SDPA, packed_segments
+from switchyard.bundled.sessions import MAX_GROUP_SIZE
 from switchyard.bundled.tokenizer_training import (
     corpus_texts,
     load_tokenizer,
@@ -862,8 +863,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.mix:
         recipe = replace(recipe, corpus_weights={**recipe.corpus_weights, **args.mix})
     if args.group_size is not None:
-        if args.group_size < 1:
-            parser.error(f"--group-size must be >= 1, got {args.group_size}")
+        if not 1 <= args.group_size <= MAX_GROUP_SIZE:
+            parser.error(f"--group-size must be 1 to {MAX_GROUP_SIZE}, got {args.group_size}")
         recipe = replace(recipe, group_size=args.group_size)
     if args.row_len is not None:
         try:

@@ -261,3 +261,22 @@ def test_mix_option_changes_the_corpus_shares_and_the_card_says_how_to_reproduce
     # The command parses back to the same recipe fields.
     args = build_parser().parse_args(command.split()[2:])
     assert args.mix == {Category.GROUNDED: 0.3} and args.plain_bpe and args.seed == 3
+
+
+def test_group_and_row_length_options_keep_the_tokens_per_step_and_reproduce(capsys) -> None:
+    from switchyard.bundled.train import DefaultRecipe, reproduce_command, with_row_len
+
+    recipe = DefaultRecipe()
+    longer = with_row_len(replace(recipe, group_size=4), 1152)
+    assert longer.row_len * longer.main.batch_rows == recipe.row_len * recipe.main.batch_rows
+    assert longer.draft.batch_rows == longer.main.batch_rows == 4
+    command = reproduce_command(longer, 0, 90)
+    assert command.endswith("--group-size 4 --row-len 1152")
+    args = build_parser().parse_args(command.split()[2:])
+    assert args.group_size == 4 and args.row_len == 1152
+    with pytest.raises(ValueError, match="divide"):
+        with_row_len(recipe, 1000)
+    for bad in (["--row-len", "1000"], ["--group-size", "0"], ["--group-size", "11"]):
+        with pytest.raises(SystemExit):
+            main(["--minutes", "0.01", "--output", "/nonexistent/x", *bad])
+        assert "error" in capsys.readouterr().err
