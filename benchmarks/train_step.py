@@ -57,9 +57,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--shape", choices=("main", "draft"), default="main")
     parser.add_argument("--examples", type=int, default=3000, help="corpus conversations to pack")
-    parser.add_argument("--group-size", type=int, default=4, help="conversations per group (grouped layout)")
-    parser.add_argument("--group-row-len", type=int, default=1152,
-                        help="row length of the grouped layout; rows per step keep the recipe's tokens per step")  # fmt: skip
+    recipe = DefaultRecipe()
+    parser.add_argument(
+        "--group-size",
+        type=int,
+        default=recipe.group_size,
+        help="conversations per group in the grouped layout (default: the recipe's, %(default)s)",
+    )
+    parser.add_argument(
+        "--group-row-len",
+        type=int,
+        default=recipe.row_len,
+        help="row length of the grouped layout (default: the recipe's, %(default)s)",
+    )
+    parser.add_argument("--lone-row-len", type=int, default=768,
+                        help="row length of the masked and packed layouts (default: %(default)s)")  # fmt: skip
     parser.add_argument("--layouts", default="masked,packed,grouped")
     parser.add_argument("--steps", type=int, default=8, help="timed steps per layout per round")
     parser.add_argument("--rounds", type=int, default=3)
@@ -68,19 +80,18 @@ def main() -> None:
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    recipe = DefaultRecipe()
     step_tokens = recipe.main.batch_rows * recipe.row_len
-    if step_tokens % args.group_row_len:
-        parser.error(f"--group-row-len must divide the recipe's {step_tokens} tokens per step")
+    if step_tokens % args.group_row_len or step_tokens % args.lone_row_len:
+        parser.error(f"row lengths must divide the recipe's {step_tokens} tokens per step")
     lone = generate_corpus(CorpusConfig(seed=11, size=args.examples))
     tokenizer = train_tokenizer(corpus_texts(lone[:2000]), recipe.vocab_size)
     pad = tokenizer.token_to_id(ENDOFTEXT)
-    lone_rows = pack_examples(tokenize_examples(tokenizer, lone), recipe.row_len, pad)
+    lone_rows = pack_examples(tokenize_examples(tokenizer, lone), args.lone_row_len, pad)
     grouped = generate_corpus(CorpusConfig(seed=11, size=args.examples, group_size=args.group_size))
     grouped_rows = pack_examples(tokenize_examples(tokenizer, grouped), args.group_row_len, pad)
     available = {
-        "masked": Layout("sdpa", lone_rows, recipe.main.batch_rows),
-        "packed": Layout(PACKED_SDPA, lone_rows, recipe.main.batch_rows),
+        "masked": Layout("sdpa", lone_rows, step_tokens // args.lone_row_len),
+        "packed": Layout(PACKED_SDPA, lone_rows, step_tokens // args.lone_row_len),
         "grouped": Layout(PACKED_SDPA, grouped_rows, step_tokens // args.group_row_len),
     }
     layouts = {name: available[name] for name in args.layouts.split(",")}

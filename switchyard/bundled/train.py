@@ -601,8 +601,8 @@ messages.
 class DefaultRecipe:
     """Everything `train_default` fixes besides the seed and the budget."""
 
-    corpus_size: int = 50_000
-    """About 9M tokens: the main model's step budget sees each conversation about once."""
+    corpus_size: int = 200_000
+    """More than the main model's steps reach (~140k conversations in 90 minutes), so none is seen twice."""
     tokenizer_examples: int = 12_000
     """The tokenizer learns its merges from this many conversations; more changes the merges very little."""
     vocab_size: int = 4096
@@ -615,17 +615,21 @@ class DefaultRecipe:
     exact arguments in a 30-minute ablation, see the tokenizer's docstring)."""
     corpus_weights: dict[Category, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
     """Relative shares of the categories, by example count (`corpus.DEFAULT_WEIGHTS`)."""
-    group_size: int = 1
+    group_size: int = 4
     """Tool and grounded conversations come in groups of this many sharing their prompt (`sessions`), packed
-    with the shared part once (`data.pack_examples`)."""
-    row_len: int = 768
+    with the shared part once (`data.pack_examples`): 1.43x the conversations per second of lone ones
+    (`benchmarks/train_step.py`), and on the 1200-conversation gate JSON 0.36 -> 0.56, grounded 0.20 -> 0.37
+    (benchmarks/RESULTS.md, run 6)."""
+    row_len: int = 1152
+    """Rows long enough for a group of tool conversations (prefix ~260 tokens, ~140 per member); 4 rows a step
+    keep the 4608 tokens per step the recipe was tuned with."""
     main_shape: ModelShape = MAIN_SHAPE
     draft_shape: ModelShape = DRAFT_SHAPE
-    # Steps sized from measured throughput on 2 cores (bf16 autocast, 4608-token steps): main ~2500 tok/s,
-    # so 2200 steps (10M tokens) take ~68 min; draft ~10000 tok/s, so 2000 steps (9.2M tokens) ~15 min. The
-    # time budget replans both to what fits. Copying forms late at low learning rates, hence 3e-3.
-    main: TrainConfig = TrainConfig(max_steps=2200, lr=3e-3, warmup_steps=50)
-    draft: TrainConfig = TrainConfig(max_steps=2000, lr=3e-3, warmup_steps=50)
+    # Step caps above what fits: the time budget plans both models down to what the measured pace allows (on
+    # 2 cores, 4608-token steps: main ~1.2-1.4 s, ~3700 steps in its 80 minutes; draft ~0.6 s, ~700-900).
+    # Copying forms late at low learning rates, hence 3e-3.
+    main: TrainConfig = TrainConfig(max_steps=7000, batch_rows=4, lr=3e-3, warmup_steps=50)
+    draft: TrainConfig = TrainConfig(max_steps=2800, batch_rows=4, lr=3e-3, warmup_steps=50)
     main_budget_share: float = 0.90
     """Of the training time (the budget less corpus and tokenizer work): the rest goes to the draft, which
     reached 0.86 greedy agreement with 15% of it and 0.90 with 10%; the gate grades only the main model."""

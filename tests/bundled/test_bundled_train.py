@@ -267,13 +267,15 @@ def test_group_and_row_length_options_keep_the_tokens_per_step_and_reproduce(cap
     from switchyard.bundled.train import DefaultRecipe, reproduce_command, with_row_len
 
     recipe = DefaultRecipe()
-    longer = with_row_len(replace(recipe, group_size=4), 1152)
-    assert longer.row_len * longer.main.batch_rows == recipe.row_len * recipe.main.batch_rows
-    assert longer.draft.batch_rows == longer.main.batch_rows == 4
-    command = reproduce_command(longer, 0, 90)
-    assert command.endswith("--group-size 4 --row-len 1152")
+    assert recipe.group_size == 4 and recipe.row_len == 1152 and recipe.main.batch_rows == 4
+    assert "--group-size" not in reproduce_command(recipe, 0, 90)
+    lone = with_row_len(replace(recipe, group_size=1), 768)
+    assert lone.row_len * lone.main.batch_rows == recipe.row_len * recipe.main.batch_rows
+    assert lone.draft.batch_rows == lone.main.batch_rows == 6
+    command = reproduce_command(lone, 0, 90)
+    assert command.endswith("--group-size 1 --row-len 768")
     args = build_parser().parse_args(command.split()[2:])
-    assert args.group_size == 4 and args.row_len == 1152
+    assert args.group_size == 1 and args.row_len == 768
     with pytest.raises(ValueError, match="divide"):
         with_row_len(recipe, 1000)
     for bad in (["--row-len", "1000"], ["--group-size", "0"], ["--group-size", "11"]):
