@@ -22,6 +22,7 @@ nothing); a model switches to it with `model.set_attn_implementation(PACKED_SDPA
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,8 +101,8 @@ def packed_sdpa_attention(
     outputs = []
     root: tuple[torch.Tensor, torch.Tensor, int] | None = None
     row_start = 0
-    for q, k, v, prefix, start in zip(flat(query), flat(key), flat(value), prefixes, _offsets(segment_lengths),
-                                      strict=True):  # fmt: skip
+    starts = itertools.accumulate(segment_lengths[:-1], initial=0)
+    for q, k, v, prefix, start in zip(flat(query), flat(key), flat(value), prefixes, starts, strict=True):
         if start // tokens != row_start // tokens:
             root, row_start = None, start  # a shared prefix never reaches into the next row
         if prefix == 0:
@@ -120,14 +121,6 @@ def packed_sdpa_attention(
         outputs.append(_sdpa(q, keys, values, mask, dropout, scaling, gqa))
     merged = torch.cat(outputs, dim=2).reshape(heads, batch, tokens, dim)
     return merged.permute(1, 2, 0, 3), None
-
-
-def _offsets(lengths: list[int]) -> list[int]:
-    offsets, total = [], 0
-    for length in lengths:
-        offsets.append(total)
-        total += length
-    return offsets
 
 
 def _sdpa(

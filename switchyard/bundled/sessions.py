@@ -16,18 +16,16 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from switchyard.bundled.example import Category, CheckKind, Example
+from switchyard.bundled.example import Category, Example
 from switchyard.bundled.tasks import (
     ATTRIBUTES,
-    Conversation,
     TaskContext,
     ToolSetting,
     company_facts,
-    grounded_reply,
+    grounded_question,
     no_tool,
     parallel_forms,
     passage_layout,
-    passages_prompt,
     system_prompt,
     tool_call,
     tool_parallel,
@@ -86,12 +84,7 @@ def grounded_session(ctx: TaskContext, members: list[TaskContext]) -> list[Examp
         entry = unasked[answerable].pop(member.rng.randrange(len(unasked[answerable])))
         _, question, value, missing = entries[entry]
         citation = shown.index(entry) + 1 if answerable else None
-        system, user = passages_prompt(member, layout, passages, question)
-        conv = Conversation(system)
-        conv.user(user)
-        check = {"kind": CheckKind.GROUNDED, "citation": citation, "answer": value if answerable else None}
-        conv.assistant(grounded_reply(member, passages, value, citation, missing), check)
-        examples.append(conv.example(Category.GROUNDED))
+        examples.append(grounded_question(member, layout, passages, question, value, citation, missing))
     return examples
 
 

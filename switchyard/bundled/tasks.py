@@ -926,10 +926,23 @@ def grounded_reply(
 def grounded(ctx: TaskContext) -> Example:
     answerable = ctx.chance(0.75)
     passages, question, value, citation, missing = _grounded_setup(ctx, answerable)
-    system, user = _passages_prompt(ctx, passages, question)
+    return grounded_question(ctx, passage_layout(ctx), passages, question, value, citation, missing)
+
+
+def grounded_question(
+    ctx: TaskContext,
+    layout: PassageLayout,
+    passages: list[str],
+    question: str,
+    value: str,
+    citation: int | None,
+    missing: str,
+) -> Example:
+    """The conversation asking `question` about `passages`; `citation` None when none of them answers."""
+    system, user = passages_prompt(ctx, layout, passages, question)
     conv = Conversation(system)
     conv.user(user)
-    check = {"kind": CheckKind.GROUNDED, "citation": citation, "answer": value if answerable else None}
+    check = {"kind": CheckKind.GROUNDED, "citation": citation, "answer": value if citation else None}
     conv.assistant(grounded_reply(ctx, passages, value, citation, missing), check)
     return conv.example(Category.GROUNDED)
 
