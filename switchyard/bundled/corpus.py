@@ -98,7 +98,8 @@ def heldout_config(size: int = 400, seed: int = 0) -> CorpusConfig:
 
 def iter_corpus(config: CorpusConfig) -> Iterator[Example]:
     """`config.size` conversations; with `group_size` > 1, those of the grouped categories come in groups
-    (`Example.group` is the draw's index; the last group may be cut short)."""
+    (`Example.group` is the draw's index; the last group may be cut short, and a member whose request the
+    group's setting cannot hold stands alone)."""
     world = ToolWorld.build(config.entities, config.seed)
     categories = list(config.weights)
     grouped = GROUPED if config.group_size > 1 else frozenset()
@@ -116,9 +117,7 @@ def iter_corpus(config: CorpusConfig) -> Iterator[Example]:
             count = min(config.group_size, config.size - made)
             members = [TaskContext(rng=member_rng(config.seed, index, m), entities=config.entities, world=world)
                        for m in range(count)]  # fmt: skip
-            for example in session(category, ctx, members, config.weights):
-                example.group = index
-                yield example
+            yield from session(category, ctx, members, config.weights, group=index)
             made += count
         index += 1
 

@@ -46,11 +46,11 @@ _TOOL_GENERATORS: dict[Category, Callable[[TaskContext, ToolSetting], Example]] 
 
 
 def tool_session(
-    ctx: TaskContext, members: list[TaskContext], weights: dict[Category, float]
+    ctx: TaskContext, members: list[TaskContext], weights: dict[Category, float], group: int
 ) -> list[Example]:
     """One system prompt and tool list (drawn from ctx), one conversation per member context; each member's
-    category is drawn by `weights` over the tool family. A parallel call the tools cannot support becomes a
-    single call."""
+    category is drawn by `weights` over the tool family. A member drawn to make parallel calls the tools
+    cannot support gets tools of its own and stands alone (no group), so the shares stay the weights'."""
     names = ctx.rng.sample(list(TOOLS), ctx.rng.randint(1, len(TOOLS)))
     setting = ToolSetting(system=system_prompt(ctx, tools=True), tools=[TOOLS[name] for name in names])
     categories = [c for c in TOOL_FAMILY if weights.get(c, 0) > 0]
@@ -58,12 +58,15 @@ def tool_session(
     for member in members:
         category = member.rng.choices(categories, [weights[c] for c in categories])[0]
         if category is Category.TOOL_PARALLEL and not parallel_forms(names):
-            category = Category.TOOL_CALL
-        examples.append(_TOOL_GENERATORS[category](member, setting))
+            examples.append(tool_parallel(member))
+            continue
+        example = _TOOL_GENERATORS[category](member, setting)
+        example.group = group
+        examples.append(example)
     return examples
 
 
-def grounded_session(ctx: TaskContext, members: list[TaskContext]) -> list[Example]:
+def grounded_session(ctx: TaskContext, members: list[TaskContext], group: int) -> list[Example]:
     """One set of 3-5 passages about two companies (drawn from ctx), one question per member context.
 
     As in `tasks.grounded`, a quarter of the questions ask what no passage says (often a fact the passages
@@ -84,18 +87,24 @@ def grounded_session(ctx: TaskContext, members: list[TaskContext]) -> list[Examp
         entry = unasked[answerable].pop(member.rng.randrange(len(unasked[answerable])))
         _, question, value, missing = entries[entry]
         citation = shown.index(entry) + 1 if answerable else None
-        examples.append(grounded_question(member, layout, passages, question, value, citation, missing))
+        example = grounded_question(member, layout, passages, question, value, citation, missing)
+        example.group = group
+        examples.append(example)
     return examples
 
 
 def session(
-    category: Category, ctx: TaskContext, members: list[TaskContext], weights: dict[Category, float]
+    category: Category,
+    ctx: TaskContext,
+    members: list[TaskContext],
+    weights: dict[Category, float],
+    group: int,
 ) -> list[Example]:
-    """The group for a corpus draw of `category` (one of `GROUPED`)."""
+    """The group numbered `group` for a corpus draw of `category` (one of `GROUPED`)."""
     if category is Category.GROUNDED:
-        return grounded_session(ctx, members)
+        return grounded_session(ctx, members, group)
     if category in TOOL_FAMILY:
-        return tool_session(ctx, members, weights)
+        return tool_session(ctx, members, weights, group)
     raise ValueError(f"{category} conversations are not generated in groups")
 
 

@@ -37,9 +37,12 @@ def test_groups_are_the_grouped_categories_and_the_rest_stands_alone(grouped_cor
     assert len(grouped_corpus) == 3000
     groups = _groups(grouped_corpus)
     sizes = Counter(len(members) for members in groups.values())
-    assert sizes[4] >= len(groups) - 1  # only the last group may be cut short
+    # Short groups: the last one, and tool groups whose tools could not hold a member's parallel calls.
+    assert max(sizes) == 4 and sizes[4] >= 0.9 * len(groups)
     for example in grouped_corpus:
-        assert (example.group is not None) == (example.category in GROUPED)
+        assert example.group is None or example.category in GROUPED
+        # Only parallel calls the group's tools cannot make stand alone (with tools of their own).
+        assert example.group is not None or example.category not in GROUPED - {Category.TOOL_PARALLEL}
     for members in groups.values():
         families = {m.category in TOOL_FAMILY for m in members}
         assert len(families) == 1  # tool conversations group with tool conversations, passages with passages
@@ -76,8 +79,8 @@ def test_shares_of_conversations_follow_the_weights() -> None:
     total = sum(DEFAULT_WEIGHTS.values())
     for category in (Category.GROUNDED, Category.JSON_EXTRACTION, Category.COPY):
         assert counts[category] / len(corpus) == pytest.approx(DEFAULT_WEIGHTS[category] / total, abs=0.02)
-    family = sum(counts[c] for c in TOOL_FAMILY) / len(corpus)
-    assert family == pytest.approx(sum(DEFAULT_WEIGHTS[c] for c in TOOL_FAMILY) / total, abs=0.02)
+    for category in TOOL_FAMILY:
+        assert counts[category] / len(corpus) == pytest.approx(DEFAULT_WEIGHTS[category] / total, abs=0.01)
     grounded = [c for e in corpus if e.category is Category.GROUNDED for c in e.checks]
     answerable = sum(c.citation is not None for c in grounded) / len(grounded)
     assert answerable == pytest.approx(0.75, abs=0.03)
