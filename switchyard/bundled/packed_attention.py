@@ -33,12 +33,6 @@ from transformers.masking_utils import AttentionMaskInterface
 PACKED_SDPA = "switchyard_packed_sdpa"
 
 
-def packed_segment_lengths(position_ids: torch.Tensor) -> list[int]:
-    """Lengths of the examples in row-major order: a new one starts at every row start and wherever the
-    position does not follow its predecessor (transformers' own rule for packed rows)."""
-    return packed_segments(position_ids).lengths
-
-
 @dataclass(frozen=True)
 class PackedSegments:
     """Runs of consecutive positions in a batch of packed rows, row-major."""
@@ -54,8 +48,8 @@ class PackedSegments:
 
 
 def packed_segments(position_ids: torch.Tensor) -> PackedSegments:
-    """Runs start at every row start and wherever the position does not follow its predecessor; a run that
-    starts at position p > 0 continues the row's last run that started at 0 after its first p tokens."""
+    """Runs start at every row start and wherever the position does not follow its predecessor (transformers'
+    own rule for packed rows); a run that starts at position p > 0 continues the row's last run that started at 0 after its first p tokens."""
     starts = torch.ones_like(position_ids, dtype=torch.bool)
     starts[:, 1:] = position_ids[:, 1:] != position_ids[:, :-1] + 1
     flat_starts = starts.flatten().nonzero().flatten()

@@ -617,7 +617,7 @@ class DefaultRecipe:
     """Relative shares of the categories, by example count (`corpus.DEFAULT_WEIGHTS`)."""
     group_size: int = 4
     """Tool and grounded conversations come in groups of this many sharing their prompt (`sessions`), packed
-    with the shared part once (`data.pack_examples`): 1.43x the conversations per second of lone ones
+    with the shared part once (`data.pack_examples`): 1.37-1.43x the conversations per second of lone ones
     (`benchmarks/train_step.py`), and on the 1200-conversation gate JSON 0.36 -> 0.56, grounded 0.20 -> 0.37
     (benchmarks/RESULTS.md, run 6)."""
     row_len: int = 1152

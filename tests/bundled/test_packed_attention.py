@@ -8,7 +8,7 @@ from tokenizers import Tokenizer
 from switchyard.bundled import train as train_module
 from switchyard.bundled.data import pack_examples, tokenize_examples
 from switchyard.bundled.example import Example
-from switchyard.bundled.packed_attention import PACKED_SDPA, packed_segment_lengths
+from switchyard.bundled.packed_attention import PACKED_SDPA, packed_segments
 from switchyard.bundled.train import ModelShape, TrainConfig, assistant_loss, build_model, train_model
 
 SHAPE = ModelShape(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
@@ -32,9 +32,9 @@ def _packed_batch() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
 
 def test_segment_lengths_follow_position_restarts() -> None:
     _, position_ids, _ = _packed_batch()
-    assert packed_segment_lengths(position_ids) == [12, 20, 8, 40, 1, 39]
+    assert packed_segments(position_ids).lengths == [12, 20, 8, 40, 1, 39]
     # A jump that is not a restart to 0 also starts an example (transformers' rule).
-    assert packed_segment_lengths(torch.tensor([[0, 1, 2, 7, 8, 9]])) == [3, 3]
+    assert packed_segments(torch.tensor([[0, 1, 2, 7, 8, 9]])).lengths == [3, 3]
 
 
 def test_packed_attention_matches_the_masked_row_in_values_and_gradients() -> None:
@@ -57,7 +57,7 @@ def test_packed_attention_does_not_leak_across_examples() -> None:
     input_ids, position_ids, _ = _packed_batch()
     model = build_model(SHAPE, 256, 1, 0, seed=0)
     model.set_attn_implementation(PACKED_SDPA)
-    lengths = packed_segment_lengths(position_ids)
+    lengths = packed_segments(position_ids).lengths
     changed = input_ids.clone()
     changed[0, :12] = (changed[0, :12] + 1) % 256
     with torch.no_grad():
