@@ -6,7 +6,12 @@ batch size: output tokens/s of each, the speedup, acceptance rate and mean token
 On a random-initialised model (the default when no --model is given) there is no real copying: greedy
 decoding falls into loops that n-gram lookup predicts, so that run measures the mechanics, not the benefit.
 
+With `--workload tasks` the prompts are instead the bundled model's own held-out tasks (tool calls, JSON
+extraction, grounded answers, chat: the gate's prompts), each batch size running `--requests` of them in
+groups of that size: what the bundled pair is for, with replies of a few dozen tokens.
+
 Usage: python benchmarks/spec_decode.py [--model switchyard-chat] [--batches 1,16,64] [--threads 1] [--json F]
+       python benchmarks/spec_decode.py --model switchyard-chat --method draft --workload tasks --batches 1
 """
 
 from __future__ import annotations
@@ -84,9 +89,27 @@ def copy_prompts(llm: LLM, count: int, words: int) -> list[list[int]]:
     return [[rng.randrange(10, vocab) for _ in range(64)] for _ in range(count)]
 
 
-def timed(llm: LLM, prompts: list[list[int]], params: SamplingParams) -> tuple[float, list[list[int]]]:
+def task_prompts(llm: LLM, count: int) -> list[list[int]]:
+    """The first `count` graded prompts of the bundled model's held-out corpus, rendered with its template."""
+    from switchyard.bundled.corpus import generate_corpus, heldout_config
+    from switchyard.models.tokenizer import render_chat
+
+    prompts: list[list[int]] = []
+    for example in generate_corpus(heldout_config(size=count)):
+        for turn in sorted({check.turn for check in example.checks}):
+            prompts.append(render_chat(llm.engine.tokenizer, example.messages[:turn], tools=example.tools))
+    return prompts[:count]
+
+
+def timed(
+    llm: LLM, prompts: list[list[int]], params: SamplingParams, batch: int | None = None
+) -> tuple[float, list[list[int]]]:
+    """Seconds to generate for all prompts, `batch` at a time (default: all together), and the outputs."""
+    batch = batch or len(prompts)
     start = time.perf_counter()
-    outputs = llm.generate(prompts, params, use_tqdm=False)
+    outputs = []
+    for first in range(0, len(prompts), batch):
+        outputs += llm.generate(prompts[first : first + batch], params, use_tqdm=False)
     return time.perf_counter() - start, [o.outputs[0].token_ids for o in outputs]
 
 
@@ -101,6 +124,10 @@ def main() -> None:
     parser.add_argument("--method", choices=("ngram", "draft"), default="ngram")
     parser.add_argument(
         "--draft-model", default=None, help="draft folder (default with switchyard-chat: its draft)"
+    )
+    parser.add_argument("--workload", choices=("copy", "tasks"), default="copy")
+    parser.add_argument(
+        "--requests", type=int, default=64, help="prompts per batch size with --workload tasks"
     )
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--dtype", default="bfloat16")
@@ -129,13 +156,16 @@ def main() -> None:
     params = SamplingParams(temperature=0, max_tokens=args.max_tokens, ignore_eos=ignore_eos)
     results = []
     for batch in batches:
-        prompts = copy_prompts(plain, batch, args.words)
+        if args.workload == "tasks":
+            prompts = task_prompts(plain, max(batch, args.requests))
+        else:
+            prompts = copy_prompts(plain, batch, args.words)
         timed(plain, prompts[:1], SamplingParams(temperature=0, max_tokens=4))  # warm-up
         timed(spec, prompts[:1], SamplingParams(temperature=0, max_tokens=4))
         stats = spec.engine.spec_decoder.stats  # type: ignore[union-attr]
         before = (stats.steps, stats.proposed, stats.accepted, stats.emitted)
-        plain_s, plain_out = timed(plain, prompts, params)
-        spec_s, spec_out = timed(spec, prompts, params)
+        plain_s, plain_out = timed(plain, prompts, params, batch)
+        spec_s, spec_out = timed(spec, prompts, params, batch)
         tokens = sum(len(t) for t in plain_out)
         steps, proposed, accepted, emitted = (
             now - then
@@ -161,6 +191,7 @@ def main() -> None:
                 {
                     "model": model,
                     "method": args.method,
+                    "workload": args.workload,
                     "k": args.k,
                     "threads": torch.get_num_threads(),
                     "results": results,
