@@ -94,11 +94,13 @@ def task_prompts(llm: LLM, count: int) -> list[list[int]]:
     from switchyard.bundled.corpus import generate_corpus, heldout_config
     from switchyard.models.tokenizer import render_chat
 
-    prompts: list[list[int]] = []
-    for example in generate_corpus(heldout_config(size=count)):
-        for turn in sorted({check.turn for check in example.checks}):
-            prompts.append(render_chat(llm.engine.tokenizer, example.messages[:turn], tools=example.tools))
-    return prompts[:count]
+    turns = [
+        (example, turn)
+        for example in generate_corpus(heldout_config(size=count))
+        for turn in sorted({check.turn for check in example.checks})
+    ]
+    tokenizer = llm.engine.tokenizer
+    return [render_chat(tokenizer, ex.messages[:turn], tools=ex.tools) for ex, turn in turns[:count]]
 
 
 def timed(

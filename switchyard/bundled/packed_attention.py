@@ -49,7 +49,8 @@ class PackedSegments:
 
 def packed_segments(position_ids: torch.Tensor) -> PackedSegments:
     """Runs start at every row start and wherever the position does not follow its predecessor (transformers'
-    own rule for packed rows); a run that starts at position p > 0 continues the row's last run that started at 0 after its first p tokens."""
+    own rule for packed rows); a run that starts at position p > 0 continues the row's last run that started
+    at 0 after its first p tokens."""
     starts = torch.ones_like(position_ids, dtype=torch.bool)
     starts[:, 1:] = position_ids[:, 1:] != position_ids[:, :-1] + 1
     flat_starts = starts.flatten().nonzero().flatten()

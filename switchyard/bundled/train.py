@@ -148,7 +148,7 @@ class TrainConfig:
     """Weight of the loss on prompt tokens (system, user, tool results) next to the assistant tokens' 1.0.
     0 trains on replies only. Prompts are full of copy events (tool results repeat the call's arguments,
     passages repeat names), so a small weight gives copying far more gradient per step; it costs LM-head compute
-    on every token (about a fifth more time per step). The recipe uses 0.1 (`DefaultRecipe.main`)."""
+    on every token (about a fifth more time per step). The recipe uses 0.1 for both models."""
     checkpoint_every: int = 50
     seed: int = 0
 
@@ -607,7 +607,7 @@ class DefaultRecipe:
     """Everything `train_default` fixes besides the seed and the budget."""
 
     corpus_size: int = 200_000
-    """More than the main model's steps reach (~140k conversations in 90 minutes), so none is seen twice."""
+    """More than the main model's steps reach (110-140k conversations in 90 minutes), so none is seen twice."""
     tokenizer_examples: int = 12_000
     """The tokenizer learns its merges from this many conversations; more changes the merges very little."""
     vocab_size: int = 4096
