@@ -878,8 +878,13 @@ def passage_layout(ctx: TaskContext) -> PassageLayout:
 def passages_prompt(
     ctx: TaskContext, layout: PassageLayout, passages: list[str], question: str
 ) -> tuple[str | None, str]:
-    """(system, user) texts that present numbered passages and the question."""
-    numbered = "\n".join(f"[{i}] {p}" for i, p in enumerate(passages, start=1))
+    """(system, user) texts that present numbered passages and the question.
+
+    Each passage carries its number at both ends. A reply that quotes the passage and then cites it is then a
+    straight copy of the line, which the wired copy circuit does; with the number only in front, the copy runs
+    on into the next line's "[k+1]" (run 7 cited the next passage in 21 of 300 held-out answers).
+    """
+    numbered = "\n".join(f"[{i}] {p} [{i}]" for i, p in enumerate(passages, start=1))
     if layout.in_system:
         return f"{layout.instruction}\n\n{numbered}", noisy(ctx, question)
     return None, f"{layout.instruction}\n\n{numbered}\n\nQuestion: {question}"
@@ -918,9 +923,11 @@ def grounded_reply(
                 f"None of the passages says {missing}.",
             )
         )
-    sentence = passages[citation - 1].rstrip(".")
-    return ctx.pick((f"{sentence} [{citation}].", f"According to [{citation}], the answer is {value}.",
-                     f"{value} [{citation}]."))  # fmt: skip
+    # Answer first, citation after: the number is read off the end of the quoted passage. Citing first
+    # ("According to [k], ...") means choosing the passage before reading it, which run 7 got right in 6 of 35.
+    if ctx.chance(0.75):
+        return f"{passages[citation - 1]} [{citation}]"
+    return f"{value} [{citation}]."
 
 
 def grounded(ctx: TaskContext) -> Example:
