@@ -880,9 +880,10 @@ def passages_prompt(
 ) -> tuple[str | None, str]:
     """(system, user) texts that present numbered passages and the question.
 
-    Each passage carries its number at both ends. A reply that quotes the passage and then cites it is then a
-    straight copy of the line, which the wired copy circuit does; with the number only in front, the copy runs
-    on into the next line's "[k+1]" (run 7 cited the next passage in 21 of 300 held-out answers).
+    Each passage carries its number at both ends. The closing number comes after the passage's words, so
+    attention can pick the answering passage by what its closing number has read; the opening number comes
+    before them and cannot know. With the number only in front, run 7 cited the wrong passage in 59 of 300
+    held-out answers, 21 of them the next one (a copy of the sentence runs on into the next line's "[k+1]").
     """
     numbered = "\n".join(f"[{i}] {p} [{i}]" for i, p in enumerate(passages, start=1))
     if layout.in_system:
@@ -923,10 +924,15 @@ def grounded_reply(
                 f"None of the passages says {missing}.",
             )
         )
-    # Answer first, citation after: the number is read off the end of the quoted passage. Citing first
-    # ("According to [k], ...") means choosing the passage before reading it, which run 7 got right in 6 of 35.
-    if ctx.chance(0.75):
-        return f"{passages[citation - 1]} [{citation}]"
+    # With the number at the end of each passage, the passage that answers can be found by its closing number:
+    # that position has read the whole sentence. Each form below starts with one such lookup (of the closing
+    # number, or of the value), then copies. A reply that starts with the sentence cannot: its first token
+    # sits before the words that show the sentence answers.
+    form = ctx.rng.random()
+    if form < 0.5:
+        return f"[{citation}] {passages[citation - 1]}"
+    if form < 0.75:
+        return f"According to [{citation}], the answer is {value}."
     return f"{value} [{citation}]."
 
 
