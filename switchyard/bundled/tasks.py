@@ -878,14 +878,8 @@ def passage_layout(ctx: TaskContext) -> PassageLayout:
 def passages_prompt(
     ctx: TaskContext, layout: PassageLayout, passages: list[str], question: str
 ) -> tuple[str | None, str]:
-    """(system, user) texts that present numbered passages and the question.
-
-    Each passage carries its number at both ends. The closing number comes after the passage's words, so
-    attention can pick the answering passage by what its closing number has read; the opening number comes
-    before them and cannot know. With the number only in front, run 7 cited the wrong passage in 59 of 300
-    held-out answers, 21 of them the next one (a copy of the sentence runs on into the next line's "[k+1]").
-    """
-    numbered = "\n".join(f"[{i}] {p} [{i}]" for i, p in enumerate(passages, start=1))
+    """(system, user) texts that present numbered passages and the question."""
+    numbered = "\n".join(f"[{i}] {p}" for i, p in enumerate(passages, start=1))
     if layout.in_system:
         return f"{layout.instruction}\n\n{numbered}", noisy(ctx, question)
     return None, f"{layout.instruction}\n\n{numbered}\n\nQuestion: {question}"
@@ -924,16 +918,9 @@ def grounded_reply(
                 f"None of the passages says {missing}.",
             )
         )
-    # With the number at the end of each passage, the passage that answers can be found by its closing number:
-    # that position has read the whole sentence. Each form below starts with one such lookup (of the closing
-    # number, or of the value), then copies. A reply that starts with the sentence cannot: its first token
-    # sits before the words that show the sentence answers.
-    form = ctx.rng.random()
-    if form < 0.5:
-        return f"[{citation}] {passages[citation - 1]}"
-    if form < 0.75:
-        return f"According to [{citation}], the answer is {value}."
-    return f"{value} [{citation}]."
+    sentence = passages[citation - 1].rstrip(".")
+    return ctx.pick((f"{sentence} [{citation}].", f"According to [{citation}], the answer is {value}.",
+                     f"{value} [{citation}]."))  # fmt: skip
 
 
 def grounded(ctx: TaskContext) -> Example:

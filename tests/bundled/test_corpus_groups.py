@@ -48,11 +48,6 @@ def test_groups_are_the_grouped_categories_and_the_rest_stands_alone(grouped_cor
         assert len(families) == 1  # tool conversations group with tool conversations, passages with passages
 
 
-def _prompt(example: Example) -> list[dict[str, str]]:
-    """The messages without the replies (a grounded reply may start with "[k]", as passages do)."""
-    return [m for m in example.messages if m["role"] != "assistant"]
-
-
 def test_members_share_their_setting_and_differ_after_it(grouped_corpus: list[Example]) -> None:
     repeats = 0
     for members in _groups(grouped_corpus).values():
@@ -65,7 +60,7 @@ def test_members_share_their_setting_and_differ_after_it(grouped_corpus: list[Ex
             assert len(systems) == 1
         else:
             passages = {
-                "\n".join(line for line in render_chat(_prompt(m)).text.splitlines() if line.startswith("["))
+                "\n".join(line for line in render_chat(m.messages).text.splitlines() if line.startswith("["))
                 for m in members
             }
             assert len(passages) == 1
