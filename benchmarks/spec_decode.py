@@ -132,6 +132,9 @@ def main() -> None:
         "--requests", type=int, default=64, help="prompts per batch size with --workload tasks"
     )
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument(
+        "--adaptive", action="store_true", help="let the governor choose per step (--spec-adaptive)"
+    )
     parser.add_argument("--dtype", default="bfloat16")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
@@ -153,6 +156,7 @@ def main() -> None:
         speculative_model=args.draft_model,
         num_speculative_tokens=args.k,
         spec_max_batch_size=max(batches),
+        spec_adaptive=args.adaptive,
     )
     ignore_eos = args.model is None
     params = SamplingParams(temperature=0, max_tokens=args.max_tokens, ignore_eos=ignore_eos)

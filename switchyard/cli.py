@@ -74,6 +74,12 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
         help="no speculation while more sequences than this are running (it stops paying); default 8",
     )
     group.add_argument(
+        "--spec-adaptive",
+        action="store_true",
+        help="draft method: time speculative and plain decode steps while serving, and speculate only at the "
+        "batch sizes where it is faster",
+    )
+    group.add_argument(
         "--no-prefix-cache",
         dest="enable_prefix_caching",
         action="store_false",
@@ -104,6 +110,7 @@ def engine_config_from_args(args: argparse.Namespace):  # type: ignore[no-untype
         speculative_model=args.speculative_model,
         num_speculative_tokens=args.num_speculative_tokens,
         spec_max_batch_size=args.spec_max_batch_size,
+        spec_adaptive=args.spec_adaptive,
     )
 
 

@@ -52,6 +52,9 @@ class EngineConfig:
     num_speculative_tokens: int = 4
     spec_max_batch_size: int = 8
     """No speculation in steps with more running sequences than this (it stops paying)."""
+    spec_adaptive: bool = False
+    """Draft method: measure while serving whether speculation is faster at each batch size, and speculate only
+    there."""
     seed: int = 0
     """Seed of the random stream shared by requests that bring no seed of their own."""
     skip_tokenizer: bool = False

@@ -47,6 +47,7 @@ from switchyard.engine.sequence import (
     now,
 )
 from switchyard.engine.spec_decode import SpecDecodeConfig, SpecDecoder
+from switchyard.engine.spec_governor import SpeculationGovernor
 from switchyard.engine.structured import (
     CompiledGrammar,
     GrammarMatcher,
@@ -140,6 +141,7 @@ class LLMEngine:
                 draft_model=config.speculative_model or default_draft_model(config.model),
                 num_speculative_tokens=config.num_speculative_tokens,
                 max_batch_size=config.spec_max_batch_size,
+                adaptive=config.spec_adaptive,
             )
             if spec_config.method == "draft":
                 assert spec_config.draft_model is not None
@@ -194,6 +196,9 @@ class LLMEngine:
                     sampler=self.sampler,
                 )
             self.spec_decoder = SpecDecoder(spec_config, self.sampler, draft)
+        self.spec_governor = (
+            SpeculationGovernor() if spec_config is not None and spec_config.adaptive else None
+        )
         self._structured: StructuredOutputManager | None = None
         self._awaiting_grammar: dict[str, tuple[Request, Future[CompiledGrammar]]] = {}
         """Requests whose grammar is compiling; they enter the scheduler when it is ready."""
@@ -464,7 +469,13 @@ class LLMEngine:
             outputs += self._expire_queued(now() - self.config.max_queue_time)
         if self._awaiting_grammar:
             outputs += self._admit_compiled()
-        speculating = self._propose_drafts() if self.spec_decoder is not None else []
+        step_started = now()
+        governor = self.spec_governor
+        governed = self._governed_batch_size() if governor is not None else None
+        speculate = self.spec_decoder is not None and (
+            governor is None or governed is None or governor.should_speculate(governed)
+        )
+        speculating = self._propose_drafts() if speculate else []
         plan = self.scheduler.schedule()
         verifying = self._keep_scheduled_drafts(plan, speculating) if speculating else frozenset()
         self.current_step_requests = {seq.request.request_id for seq, _ in plan.scheduled}
@@ -490,6 +501,12 @@ class LLMEngine:
             for seq, _ in plan.scheduled
             if seq.request.prompt_logprobs is not None and seq.num_computed_tokens < seq.num_prompt_tokens - 1
         }
+        # The governor compares pure-decode steps only: a prefill chunk in the step would count as its cost.
+        emitted_before = None
+        if governed is not None and all(
+            s.num_computed_tokens >= s.num_prompt_tokens for s, _ in plan.scheduled
+        ):
+            emitted_before = sum(seq.num_output_tokens - seq.num_draft_tokens for seq, _ in plan.scheduled)
         try:
             self.runner.copy_blocks(plan.block_copies)
             result = self.runner.execute(plan.scheduled, wants_prompt, verifying)
@@ -513,6 +530,9 @@ class LLMEngine:
         for request in touched:
             outputs.append(self._request_output(request))
             self._forget_if_done(request)
+        if governor is not None and governed is not None and emitted_before is not None:
+            emitted = sum(seq.num_output_tokens for seq, _ in plan.scheduled) - emitted_before
+            governor.record(governed, speculate, emitted, now() - step_started)
         return outputs
 
     def _sample(self, result: ForwardResult) -> list[Request]:
@@ -621,6 +641,14 @@ class LLMEngine:
             self._finish(seq, FinishReason.LENGTH)
 
     # ------------------------------------------------------ speculative decoding
+    def _governed_batch_size(self) -> int | None:
+        """The running count the governor keys this step by; None where speculation is off regardless."""
+        spec = self.spec_decoder
+        running = len(self.scheduler.running)
+        if spec is None or not running or running > spec.config.max_batch_size:
+            return None
+        return running
+
     def _propose_drafts(self) -> list[Sequence]:
         """Append proposed tokens to eligible decoding sequences, within the step's token and block budget."""
         spec = self.spec_decoder
