@@ -200,6 +200,7 @@ def main() -> None:
                     "workload": args.workload,
                     "k": args.k,
                     "threads": torch.get_num_threads(),
+                    "adaptive": args.adaptive,
                     "results": results,
                 },
                 indent=1,
