@@ -71,7 +71,7 @@ def test_bad_settings_are_refused(probe_every: int, probe_steps: int, smoothing:
 
 def _governed_llm(model_dir: Path, speculation_faster: bool | None) -> LLM:
     """An adaptive draft-model engine; with `speculation_faster` set, its governor starts from those measurements
-    at every batch size and never probes, so the test does not hang on this machine's timing."""
+    at every batch size and never probes, so what it decides does not depend on this machine's timing."""
     llm = LLM(
         model=str(model_dir),
         dtype="float32",
