@@ -862,6 +862,9 @@ class PassageLayout:
     instruction: str
     in_system: bool
     """Passages in the system prompt and the question as the user message; else both in the user message."""
+    question_first: bool = False
+    """In the user message, the question also before the passages (so each passage is read knowing what is
+    asked), and again after them; a small model matches question to passage more easily that way."""
 
 
 def passage_layout(ctx: TaskContext) -> PassageLayout:
@@ -872,7 +875,8 @@ def passage_layout(ctx: TaskContext) -> PassageLayout:
             "Answer from these passages only and cite your source.",
         )
     )
-    return PassageLayout(instruction, ctx.chance(0.3))
+    in_system = ctx.chance(0.3)
+    return PassageLayout(instruction, in_system, question_first=not in_system and ctx.chance(0.5))
 
 
 def passages_prompt(
@@ -882,6 +886,8 @@ def passages_prompt(
     numbered = "\n".join(f"[{i}] {p}" for i, p in enumerate(passages, start=1))
     if layout.in_system:
         return f"{layout.instruction}\n\n{numbered}", noisy(ctx, question)
+    if layout.question_first:
+        return None, f"{layout.instruction}\n\nQuestion: {question}\n\n{numbered}\n\nQuestion: {question}"
     return None, f"{layout.instruction}\n\n{numbered}\n\nQuestion: {question}"
 
 

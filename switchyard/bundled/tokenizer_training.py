@@ -103,19 +103,25 @@ def _train_completed_bpe(
     completions: Sequence[Callable[[Tokenizer], Tokenizer]],
 ) -> Tokenizer:
     """The largest BPE within `budget` entries after `completions` add theirs: the BPE budget is scaled by how
-    much they overshot or left unused, a few times."""
+    much they overshot or left unused. What the completions add is not monotonic in the BPE size (a smaller BPE
+    may lack digit pairs a larger one learned), so an overshoot always shrinks the BPE by at least its size."""
+    floor = 300 - len(TAG_TOKENS)
     bpe_size, best = budget, None
-    for _ in range(6):
+    for _ in range(16):
         tokenizer = _train_bpe(texts, bpe_size, min_frequency, digits_per_token)
         for complete in completions:
             tokenizer = complete(tokenizer)
         size = tokenizer.get_vocab_size()
         if size <= budget and (best is None or size > best.get_vocab_size()):
             best = tokenizer
-        if budget - 8 <= size <= budget:
+        if budget - 8 <= size <= budget or (size > budget and bpe_size == floor):
             break
-        bpe_size = max(300 - len(TAG_TOKENS), int(bpe_size * budget / size))
-    return best if best is not None else _train_bpe(texts, budget, min_frequency, digits_per_token)
+        scaled = int(bpe_size * budget / size)
+        bpe_size = max(floor, min(scaled, bpe_size - (size - budget)) if size > budget else scaled)
+    if best is None:
+        raise ValueError(f"a vocabulary of {budget + len(TAG_TOKENS)} entries cannot hold the byte alphabet, "
+                         "the mirrored merges and the digit groups; ask for a larger vocab_size")  # fmt: skip
+    return best
 
 
 def _train_bpe(
