@@ -896,7 +896,7 @@ def _passages_prompt(ctx: TaskContext, passages: list[str], question: str) -> tu
     return passages_prompt(ctx, passage_layout(ctx), passages, question)
 
 
-def _grounded_setup(ctx: TaskContext, answerable: bool) -> tuple[list[str], str, str, int | None, str]:
+def grounded_setup(ctx: TaskContext, answerable: bool) -> tuple[list[str], str, str, int | None, str]:
     """(passages, question, answer value, citation or None, missing phrase) with distractor passages."""
     company, other = ctx.rng.sample(ctx.entities.companies, 2)
     facts, other_facts = company_facts(ctx, company), company_facts(ctx, other)
@@ -931,7 +931,7 @@ def grounded_reply(
 
 def grounded(ctx: TaskContext) -> Example:
     answerable = ctx.chance(0.75)
-    passages, question, value, citation, missing = _grounded_setup(ctx, answerable)
+    passages, question, value, citation, missing = grounded_setup(ctx, answerable)
     return grounded_question(ctx, passage_layout(ctx), passages, question, value, citation, missing)
 
 
@@ -994,7 +994,7 @@ def injection(ctx: TaskContext) -> Example:
     if roll < 0.15:
         return extraction(ctx, injected=code)
     if roll < 0.55:
-        passages, question, value, citation, missing = _grounded_setup(ctx, answerable=ctx.chance(0.8))
+        passages, question, value, citation, missing = grounded_setup(ctx, answerable=ctx.chance(0.8))
         position = ctx.rng.randint(0, len(passages))
         if citation is not None and position < citation:
             citation += 1
