@@ -6,6 +6,11 @@ batch size: output tokens/s of each, the speedup, acceptance rate and mean token
 On a random-initialised model (the default when no --model is given) there is no real copying: greedy
 decoding falls into loops that n-gram lookup predicts, so that run measures the mechanics, not the benefit.
 
+With `--workload paragraph` (a chat model trained on the bundled corpus) the model is asked to repeat, or
+repeat with one company name replaced, a ~300-token paragraph of held-out fact sentences, `--requests` of them
+per batch size: copying natural text, where the passage of `copy` is a 35-word soup whose repeated word pairs
+send an induction copy to the wrong place.
+
 With `--workload tasks` the prompts are instead the bundled model's own held-out tasks (tool calls, JSON
 extraction, grounded answers, chat: the gate's prompts), each batch size running `--requests` of them in
 groups of that size: what the bundled pair is for, with replies of a few dozen tokens.
@@ -89,6 +94,23 @@ def copy_prompts(llm: LLM, count: int, words: int) -> list[list[int]]:
     return [[rng.randrange(10, vocab) for _ in range(64)] for _ in range(count)]
 
 
+def paragraph_prompts(llm: LLM, count: int, sentences: int) -> list[list[int]]:
+    """Copy-or-edit requests over paragraphs of held-out fact sentences (names the model never saw), the
+    corpus's rewrite drill at benchmark length: `sentences` 18 is about 300 tokens."""
+    from switchyard.bundled.entities import HELDOUT_ENTITIES
+    from switchyard.bundled.tasks import TaskContext, fact_paragraph, rewrite_request
+    from switchyard.bundled.tools import ToolWorld
+    from switchyard.models.tokenizer import render_chat
+
+    world = ToolWorld.build(HELDOUT_ENTITIES, 0)
+    prompts = []
+    for index in range(count):
+        ctx = TaskContext(random.Random(f"spec-paragraph:{index}"), HELDOUT_ENTITIES, world)
+        request, _, _ = rewrite_request(ctx, *fact_paragraph(ctx, sentences))
+        prompts.append(render_chat(llm.engine.tokenizer, [{"role": "user", "content": request}]))
+    return prompts
+
+
 def task_prompts(llm: LLM, count: int) -> list[list[int]]:
     """The first `count` graded prompts of the bundled model's held-out corpus, rendered with its template."""
     from switchyard.bundled.corpus import generate_corpus, heldout_config
@@ -127,7 +149,10 @@ def main() -> None:
     parser.add_argument(
         "--draft-model", default=None, help="draft folder (default with switchyard-chat: its draft)"
     )
-    parser.add_argument("--workload", choices=("copy", "tasks"), default="copy")
+    parser.add_argument("--workload", choices=("copy", "paragraph", "tasks"), default="copy")
+    parser.add_argument(
+        "--sentences", type=int, default=18, help="sentences per paragraph with --workload paragraph"
+    )
     parser.add_argument(
         "--requests", type=int, default=64, help="prompts per batch size with --workload tasks"
     )
@@ -164,6 +189,8 @@ def main() -> None:
     for batch in batches:
         if args.workload == "tasks":
             prompts = task_prompts(plain, max(batch, args.requests))
+        elif args.workload == "paragraph":
+            prompts = paragraph_prompts(plain, max(batch, args.requests), args.sentences)
         else:
             prompts = copy_prompts(plain, batch, args.words)
         timed(plain, prompts[:1], SamplingParams(temperature=0, max_tokens=4))  # warm-up

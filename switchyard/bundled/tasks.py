@@ -864,7 +864,8 @@ class PassageLayout:
     """Passages in the system prompt and the question as the user message; else both in the user message."""
     question_first: bool = False
     """In the user message, the question also before the passages (so each passage is read knowing what is
-    asked), and again after them; a small model matches question to passage more easily that way."""
+    asked), and again after them. Not in the corpus: trained on half the user-message prompts (run 9), the
+    model answered fewer questions in this layout than with the question last (benchmarks/grounded_layouts.py)."""
 
 
 def passage_layout(ctx: TaskContext) -> PassageLayout:
@@ -875,8 +876,7 @@ def passage_layout(ctx: TaskContext) -> PassageLayout:
             "Answer from these passages only and cite your source.",
         )
     )
-    in_system = ctx.chance(0.3)
-    return PassageLayout(instruction, in_system, question_first=not in_system and ctx.chance(0.5))
+    return PassageLayout(instruction, ctx.chance(0.3))
 
 
 def passages_prompt(
@@ -1067,6 +1067,36 @@ def _copy_phrase(ctx: TaskContext) -> str:
 _RECALL_FIELDS = ("city", "code", "phone", "company", "product", "email", "id")
 
 
+def fact_paragraph(ctx: TaskContext, sentences: int) -> tuple[str, str]:
+    """A paragraph of `sentences` fact sentences about a few companies, each fact stated once, and the
+    company its first sentence names."""
+    companies = ctx.rng.sample(ctx.entities.companies, max(2, -(-sentences // 3)))
+    facts = {company: company_facts(ctx, company) for company in companies}
+    pairs = ctx.rng.sample([(c, a) for c in companies for a in ATTRIBUTES], sentences)
+    return " ".join(facts[c][a][0] for c, a in pairs), pairs[0][0]
+
+
+def rewrite_request(ctx: TaskContext, text: str, named: str) -> tuple[str, str, str]:
+    """(request, reply, a name the reply must hold): `text` to repeat word for word, or to repeat with `named`
+    replaced by another name."""
+    if ctx.chance(0.65):
+        lead = ctx.pick(("Say exactly this: ", "Repeat this text word for word:\n", "Copy this paragraph:\n",
+                         "Please write this back unchanged:\n"))  # fmt: skip
+        return lead + text, text, named
+    new = ctx.pick([c for c in ctx.entities.companies if c not in text][:200])
+    request = ctx.pick((f"Rewrite this with {new} in place of {named}:\n{text}",
+                        f"Replace {named} with {new} in the following text.\n\n{text}"))  # fmt: skip
+    return request, text.replace(named, new), new
+
+
+def _passage_drill(ctx: TaskContext, conv: Conversation) -> None:
+    """A whole paragraph repeated, or repeated with one name replaced: long copies, where a reply is mostly
+    continuations of the prompt (what prompt-lookup speculation predicts), not a few copied spans."""
+    request, reply, name = rewrite_request(ctx, *fact_paragraph(ctx, ctx.rng.randint(3, 8)))
+    conv.user(request)
+    conv.assistant(reply, {"kind": CheckKind.FACT, "answer": name})
+
+
 def copy_drill(ctx: TaskContext) -> Example:
     """Short conversations answered only by copying spans of the prompt (training only, not gated).
 
@@ -1076,13 +1106,15 @@ def copy_drill(ctx: TaskContext) -> Example:
     """
     conv = Conversation(system_prompt(ctx))
     roll = ctx.rng.random()
-    if roll < 0.35:
+    if roll < 0.15:
+        _passage_drill(ctx, conv)
+    elif roll < 0.45:
         phrase = _copy_phrase(ctx)
         lead = ctx.pick(("Say exactly this: ", "Repeat after me: ", "Echo: ", "Copy this exactly:\n",
                          "Please repeat: ", "Write back exactly: "))  # fmt: skip
         conv.user(lead + phrase)
         conv.assistant(phrase, {"kind": CheckKind.FACT, "answer": phrase})
-    elif roll < 0.55:
+    elif roll < 0.62:
         items = [_copy_item(ctx) for _ in range(ctx.rng.randint(2, 6))]
         listed = ", ".join(items)
         index = ctx.rng.randrange(len(items))

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import random
 import re
 from collections import Counter
 from dataclasses import fields
@@ -11,7 +12,13 @@ from switchyard.bundled.corpus import CorpusConfig, generate_corpus, heldout_con
 from switchyard.bundled.entities import HELDOUT_ENTITIES, TRAIN_ENTITIES, EntityLists
 from switchyard.bundled.example import Category, CheckKind, Example
 from switchyard.bundled.quality import score_injection
-from switchyard.bundled.tasks import NOT_FOUND_PHRASES, UNKNOWN_PHRASES
+from switchyard.bundled.tasks import (
+    NOT_FOUND_PHRASES,
+    UNKNOWN_PHRASES,
+    TaskContext,
+    fact_paragraph,
+    rewrite_request,
+)
 from switchyard.bundled.tools import TOOLS, ToolWorld, evaluate_expression, run_tool
 
 
@@ -183,3 +190,25 @@ def test_copy_drills_are_training_only_and_answered_from_the_prompt(bundled_corp
         answer = json.loads(example.messages[check.turn]["content"]) if check.kind == CheckKind.JSON else None
         values = [str(v) for v in answer.values()] if answer else [check.answer]
         assert all(value in prompt for value in values)
+
+
+def test_paragraph_drills_repeat_the_paragraph_or_replace_one_name() -> None:
+    """The long copy drill: each fact once, and the reply is the paragraph, or the paragraph with every mention
+    of the named company (and nothing else) replaced by a name the paragraph does not hold."""
+    world = ToolWorld.build(TRAIN_ENTITIES, 0)
+    kinds: Counter[str] = Counter()
+    for index in range(60):
+        ctx = TaskContext(rng=random.Random(index), entities=TRAIN_ENTITIES, world=world)
+        text, named = fact_paragraph(ctx, 8)
+        sentences = text.split(". ")
+        assert len(sentences) == 8 and len(set(sentences)) == 8 and named in sentences[0]
+        request, reply, name = rewrite_request(ctx, text, named)
+        assert request.endswith(text) and name in reply
+        if reply == text:
+            kinds["repeat"] += 1
+            assert name == named
+        else:
+            kinds["replace"] += 1
+            assert name not in text and named not in reply
+            assert reply.count(name) == text.count(named) and reply.replace(name, named) == text
+    assert kinds["repeat"] > 20 and kinds["replace"] > 10
