@@ -19,7 +19,8 @@ class Category(StrEnum):
     GROUNDED = "grounded"
     INJECTION = "injection"
     COPY = "copy"
-    """Training-only drills (echo, list repeat, lookup) that teach copying spans of the prompt."""
+    """Training-only drills (echo, list repeat, lookup, a paragraph repeated or rewritten) that teach copying
+    spans of the prompt."""
 
 
 class CheckKind(StrEnum):

@@ -12,6 +12,7 @@ from switchyard.bundled.entities import HELDOUT_ENTITIES, TRAIN_ENTITIES
 from switchyard.bundled.example import Example
 from switchyard.bundled.tokenizer_training import (
     _train_bpe,
+    _train_completed_bpe,
     mirror_word_start_merges,
     save_tokenizer,
     train_tokenizer,
@@ -198,3 +199,25 @@ def test_saved_tokenizer_config(bundled_tokenizer: Tokenizer, tmp_path: Path) ->
     save_tokenizer(bundled_tokenizer, tmp_path)
     config = json.loads((tmp_path / "tokenizer_config.json").read_text())
     assert config["eos_token"] == IM_END and "chat_template" in config
+
+
+def test_completions_are_kept_when_what_they_add_jumps_with_the_bpe_size(
+    bundled_corpus: list[Example],
+) -> None:
+    """What a completion adds need not shrink with the BPE (a smaller BPE may lack digit pairs a larger one
+    has): the search still ends within the budget with the completion applied, never without it."""
+    texts = [render_chat(e.messages, e.tools).text for e in bundled_corpus[:200]]
+
+    def jumpy(tokenizer: Tokenizer) -> Tokenizer:
+        extra = 60 if tokenizer.get_vocab_size() % 2 else 10
+        tokenizer.add_tokens([f"<marker{i}>" for i in range(extra)])
+        return tokenizer
+
+    budget = 900
+    tokenizer = _train_completed_bpe(texts, budget, 2, 1, [jumpy])
+    assert tokenizer.get_vocab_size() <= budget
+    assert tokenizer.token_to_id("<marker0>") is not None
+    with pytest.raises(ValueError, match="larger vocab_size"):
+        _train_completed_bpe(
+            texts, 300, 2, 1, [lambda t: (t.add_tokens([f"<m{i}>" for i in range(400)]), t)[1]]
+        )
