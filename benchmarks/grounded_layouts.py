@@ -24,7 +24,7 @@ from switchyard.bundled.corpus import heldout_config
 from switchyard.bundled.entities import HELDOUT_ENTITIES
 from switchyard.bundled.example import Example
 from switchyard.bundled.failure_kinds import failure_kind
-from switchyard.bundled.quality import EngineGenerator, says_not_found, score_grounded
+from switchyard.bundled.quality import EngineGenerator, prompt_text, says_not_found, score_grounded
 from switchyard.bundled.tasks import PassageLayout, TaskContext, grounded_question, grounded_setup
 from switchyard.bundled.tools import ToolWorld
 
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
             verdicts[name].append(ok)
             forms[name][reply_form(reply)] += 1
             if not ok:
-                prompt = "\n".join(str(m.get("content") or "") for m in example.messages[: check.turn])
+                prompt = prompt_text(example.messages[: check.turn])
                 kinds[name][failure_kind("grounded", check, reply, prompt)] += 1
 
     base = verdicts["question last"]

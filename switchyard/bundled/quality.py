@@ -293,7 +293,7 @@ def evaluate(
             metrics[name].correct += ok
             if ok:
                 continue
-            prompt = "\n".join(str(m.get("content") or "") for m in example.messages[:turn])
+            prompt = prompt_text(example.messages[:turn])
             kind = failure_kind(name, check, reply, prompt)
             counts = kinds.setdefault(name, {})
             counts[kind] = counts.get(kind, 0) + 1
@@ -302,6 +302,11 @@ def evaluate(
                 expected = {k: v for c in checks for k, v in c.to_dict().items() if k != "turn"}
                 failures.append(Failure(name, prompt_tail, reply, expected, kind))
     return QualityReport(metrics=metrics, graded_turns=len(turns), failures=failures, failure_kinds=kinds)
+
+
+def prompt_text(messages: Sequence[dict[str, Any]]) -> str:
+    """The conversation's text, as `failure_kind` reads it to tell "copied from the prompt" from "invented"."""
+    return "\n".join(str(m.get("content") or "") for m in messages)
 
 
 def _graded_turns(example: Example) -> list[int]:
