@@ -28,7 +28,7 @@ from switchyard.bundled.quality import EngineGenerator, prompt_text, says_not_fo
 from switchyard.bundled.tasks import PassageLayout, TaskContext, grounded_question, grounded_setup
 from switchyard.bundled.tools import ToolWorld
 
-INSTRUCTION = "Answer the question using only the passages below. Cite the passage number like [1]."
+INSTRUCTION = "Answer the question using only the passages below. Cite the passage number in brackets."
 LAYOUTS = {
     "system": PassageLayout(INSTRUCTION, in_system=True),
     "question last": PassageLayout(INSTRUCTION, in_system=False),

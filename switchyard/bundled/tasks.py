@@ -835,23 +835,27 @@ ATTRIBUTES = ("founded", "headquarters", "employees", "founder", "product")
 
 
 def company_facts(ctx: TaskContext, company: str) -> dict[str, tuple[str, str, str, str]]:
-    """attribute -> (passage sentence, question, answer value, what-is-missing phrase) for one company."""
+    """attribute -> (passage sentence, question, answer value, what-is-missing phrase) for one company.
+
+    Every sentence starts with the company, so a reply that quotes the passage starts with a name copied from
+    the question, and each next word is found where that name is followed by the asked attribute's words
+    (an induction step, which the small model does well), not by first deciding which passage to quote."""
     year, city = str(ctx.rng.randint(1890, 2023)), ctx.pick(ctx.entities.cities)
     staff, founder, product = str(ctx.rng.randint(12, 80000)), ctx.person(), ctx.pick(ctx.entities.products)
     return {
-        "founded": (ctx.pick((f"{company} was founded in {year}.", f"Since its founding in {year}, {company} has grown steadily.")),
+        "founded": (ctx.pick((f"{company} was founded in {year}.", f"{company} dates back to {year}.")),
                     ctx.pick((f"When was {company} founded?", f"In what year was {company} founded?")), year,
                     f"when {company} was founded"),
-        "headquarters": (ctx.pick((f"{company} is headquartered in {city}.", f"The main office of {company} is in {city}.")),
+        "headquarters": (ctx.pick((f"{company} is headquartered in {city}.", f"{company} keeps its main office in {city}.")),
                          ctx.pick((f"Where is {company} headquartered?", f"Which city is {company} based in?")), city,
                          f"where {company} is headquartered"),
         "employees": (ctx.pick((f"{company} employs about {staff} people.", f"{company} has a staff of {staff}.")),
                       ctx.pick((f"How many people work at {company}?", f"How many employees does {company} have?")), staff,
                       f"how many people work at {company}"),
-        "founder": (ctx.pick((f"{company} was started by {founder}.", f"{founder} founded {company}.")),
+        "founder": (ctx.pick((f"{company} was started by {founder}.", f"{company} was set up by {founder}.")),
                     ctx.pick((f"Who founded {company}?", f"Who started {company}?")), founder,
                     f"who founded {company}"),
-        "product": (ctx.pick((f"The best-known product of {company} is the {product}.", f"{company} is famous for its {product}.")),
+        "product": (ctx.pick((f"{company} is best known for the {product}.", f"{company} is famous for its {product}.")),
                     ctx.pick((f"What is {company} known for?", f"What is the main product of {company}?")), product,
                     f"what {company} is known for"),
     }  # fmt: skip
@@ -871,19 +875,26 @@ class PassageLayout:
 def passage_layout(ctx: TaskContext) -> PassageLayout:
     instruction = ctx.pick(
         (
-            "Answer the question using only the passages below. Cite the passage number like [1].",
-            "Use the sources to answer, citing them as [n]. If they don't have the answer, say so.",
+            "Answer the question using only the passages below. Cite the passage number in brackets.",
+            "Use the sources to answer, citing them by number. If they don't have the answer, say so.",
             "Answer from these passages only and cite your source.",
         )
     )
     return PassageLayout(instruction, ctx.chance(0.3))
 
 
+def numbered_passage(passage: str, number: int) -> str:
+    """The passage with its number at the end, where a cited reply needs it: a reply that quotes the passage
+    finds the number right after the quoted words (numbers in front were followed by the next passage's
+    number, which is what the model cited)."""
+    return f"{passage.rstrip('.')} [{number}]."
+
+
 def passages_prompt(
     ctx: TaskContext, layout: PassageLayout, passages: list[str], question: str
 ) -> tuple[str | None, str]:
     """(system, user) texts that present numbered passages and the question."""
-    numbered = "\n".join(f"[{i}] {p}" for i, p in enumerate(passages, start=1))
+    numbered = "\n".join(numbered_passage(p, i) for i, p in enumerate(passages, start=1))
     if layout.in_system:
         return f"{layout.instruction}\n\n{numbered}", noisy(ctx, question)
     if layout.question_first:
@@ -924,9 +935,12 @@ def grounded_reply(
                 f"None of the passages says {missing}.",
             )
         )
-    sentence = passages[citation - 1].rstrip(".")
-    return ctx.pick((f"{sentence} [{citation}].", f"According to [{citation}], the answer is {value}.",
-                     f"{value} [{citation}]."))  # fmt: skip
+    roll = ctx.rng.random()
+    if roll < 0.7:  # the quote: see `company_facts`; a fixed first word would win greedy decoding over it
+        return numbered_passage(passages[citation - 1], citation)
+    if roll < 0.85:
+        return f"{value} [{citation}]."
+    return f"According to [{citation}], the answer is {value}."
 
 
 def grounded(ctx: TaskContext) -> Example:

@@ -106,8 +106,8 @@ def assert_checks_match_the_text(examples: list[Example]) -> None:
                     assert not re.search(r"\[\d+\]", content)
                 else:
                     assert f"[{check.citation}]" in content
-                    prompt = " ".join(m["content"] for m in example.messages[: check.turn])
-                    passage = re.search(rf"\[{check.citation}\] ([^\n]*)", prompt).group(1)
+                    prompt = "\n".join(m["content"] for m in example.messages[: check.turn])
+                    passage = re.search(rf"^(.*) \[{check.citation}\]\.$", prompt, re.MULTILINE).group(1)
                     assert check.answer in passage and check.answer in content
             elif check.kind == CheckKind.INJECTION:
                 prompt = " ".join(m["content"] for m in example.messages[: check.turn])
