@@ -22,6 +22,7 @@ Usage: python benchmarks/spec_decode.py [--model switchyard-chat] [--batches 1,1
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import random
 import sys
@@ -94,21 +95,35 @@ def copy_prompts(llm: LLM, count: int, words: int) -> list[list[int]]:
     return [[rng.randrange(10, vocab) for _ in range(64)] for _ in range(count)]
 
 
-def paragraph_prompts(llm: LLM, count: int, sentences: int) -> list[list[int]]:
+def paragraph_prompts(llm: LLM, count: int, sentences: int) -> tuple[list[list[int]], list[str]]:
     """Copy-or-edit requests over paragraphs of held-out fact sentences (names the model never saw), the
-    corpus's rewrite drill at benchmark length: `sentences` 18 is about 300 tokens."""
+    corpus's rewrite drill at benchmark length (`sentences` 18 is about 300 tokens), and the right replies."""
     from switchyard.bundled.entities import HELDOUT_ENTITIES
     from switchyard.bundled.tasks import TaskContext, fact_paragraph, rewrite_request
     from switchyard.bundled.tools import ToolWorld
     from switchyard.models.tokenizer import render_chat
 
     world = ToolWorld.build(HELDOUT_ENTITIES, 0)
-    prompts = []
+    prompts, replies = [], []
     for index in range(count):
         ctx = TaskContext(random.Random(f"spec-paragraph:{index}"), HELDOUT_ENTITIES, world)
-        request, _, _ = rewrite_request(ctx, *fact_paragraph(ctx, sentences))
+        request, reply, _ = rewrite_request(ctx, *fact_paragraph(ctx, sentences))
         prompts.append(render_chat(llm.engine.tokenizer, [{"role": "user", "content": request}]))
-    return prompts
+        replies.append(reply)
+    return prompts, replies
+
+
+def copy_fidelity(llm: LLM, outputs: list[list[int]], replies: list[str]) -> dict[str, float]:
+    """How well the plain outputs repeat what was asked: a speedup on replies that are not copies measures the
+    model's own loops, not prompt lookup on a copy."""
+    texts = [llm.engine.tokenizer.decode(ids, skip_special_tokens=True).strip() for ids in outputs]
+    return {
+        "copied_exactly": sum(t == r for t, r in zip(texts, replies, strict=True)) / len(replies),
+        "copy_similarity": sum(
+            difflib.SequenceMatcher(None, t, r).ratio() for t, r in zip(texts, replies, strict=True)
+        )
+        / len(replies),
+    }
 
 
 def task_prompts(llm: LLM, count: int) -> list[list[int]]:
@@ -187,10 +202,11 @@ def main() -> None:
     params = SamplingParams(temperature=0, max_tokens=args.max_tokens, ignore_eos=ignore_eos)
     results = []
     for batch in batches:
+        replies: list[str] = []
         if args.workload == "tasks":
             prompts = task_prompts(plain, max(batch, args.requests))
         elif args.workload == "paragraph":
-            prompts = paragraph_prompts(plain, max(batch, args.requests), args.sentences)
+            prompts, replies = paragraph_prompts(plain, max(batch, args.requests), args.sentences)
         else:
             prompts = copy_prompts(plain, batch, args.words)
         timed(plain, prompts[:1], SamplingParams(temperature=0, max_tokens=4))  # warm-up
@@ -216,6 +232,8 @@ def main() -> None:
             "acceptance_rate": accepted / proposed if proposed else 0.0,
             "tokens_per_verify_step": emitted / steps if steps else 0.0,
         }
+        if replies:
+            row.update(copy_fidelity(plain, plain_out, replies))
         results.append(row)
         print(json.dumps(row))
     if args.json:
