@@ -896,7 +896,8 @@ def passages_prompt(
     """(system, user) texts that present numbered passages and the question."""
     numbered = "\n".join(numbered_passage(p, i) for i, p in enumerate(passages, start=1))
     if layout.in_system:
-        return f"{layout.instruction}\n\n{numbered}", noisy(ctx, question)
+        # lower case only at the start: a quoted reply copies the question's company name
+        return f"{layout.instruction}\n\n{numbered}", noisy(ctx, question, lowercase_all=False)
     if layout.question_first:
         return None, f"{layout.instruction}\n\nQuestion: {question}\n\n{numbered}\n\nQuestion: {question}"
     return None, f"{layout.instruction}\n\n{numbered}\n\nQuestion: {question}"
