@@ -17,6 +17,9 @@ from switchyard.bundled.tasks import (
     UNKNOWN_PHRASES,
     TaskContext,
     fact_paragraph,
+    grounded_setup,
+    passage_layout,
+    passages_prompt,
     rewrite_request,
 )
 from switchyard.bundled.tools import TOOLS, ToolWorld, evaluate_expression, run_tool
@@ -212,3 +215,26 @@ def test_paragraph_drills_repeat_the_paragraph_or_replace_one_name() -> None:
             assert name not in text and named not in reply
             assert reply.count(name) == text.count(named) and reply.replace(name, named) == text
     assert kinds["repeat"] > 20 and kinds["replace"] > 10
+
+
+def test_cited_replies_mostly_quote_a_passage_line_that_starts_with_its_company() -> None:
+    """The grounded data's shape (RESULTS, run 11): a quoted reply is a passage line whole, from the company's
+    name (which the question holds) to the passage's number at its end."""
+    world = ToolWorld.build(TRAIN_ENTITIES, 0)
+    quotes = cited = 0
+    for example in generate_corpus(CorpusConfig(size=600, seed=5)):
+        for check in example.checks:
+            if check.kind != CheckKind.GROUNDED or check.citation is None:
+                continue
+            cited += 1
+            prompt = "\n".join(m["content"] for m in example.messages[: check.turn])
+            quotes += example.messages[check.turn]["content"] in prompt.splitlines()
+    assert cited > 50 and 0.55 < quotes / cited < 0.85
+    for index in range(40):
+        ctx = TaskContext(rng=random.Random(index), entities=TRAIN_ENTITIES, world=world)
+        passages, question, _, _, _ = grounded_setup(ctx, answerable=True)
+        company = next(c for c in TRAIN_ENTITIES.companies if c in question)
+        assert any(p.startswith(company + " ") for p in passages)
+        assert all(any(p.startswith(c + " ") for c in TRAIN_ENTITIES.companies) for p in passages)
+        system, user = passages_prompt(ctx, passage_layout(ctx), passages, question)
+        assert "[1]" not in ((system or user).split("\n\n")[0]), "instructions must not look like a passage"
