@@ -25,10 +25,16 @@ from switchyard.bundled.entities import HELDOUT_ENTITIES
 from switchyard.bundled.example import Example
 from switchyard.bundled.failure_kinds import failure_kind
 from switchyard.bundled.quality import EngineGenerator, prompt_text, says_not_found, score_grounded
-from switchyard.bundled.tasks import PassageLayout, TaskContext, grounded_question, grounded_setup
+from switchyard.bundled.tasks import (
+    PASSAGE_INSTRUCTIONS,
+    PassageLayout,
+    TaskContext,
+    grounded_question,
+    grounded_setup,
+)
 from switchyard.bundled.tools import ToolWorld
 
-INSTRUCTION = "Answer the question using only the passages below. Cite the passage number in brackets."
+INSTRUCTION = PASSAGE_INSTRUCTIONS[0]
 LAYOUTS = {
     "system": PassageLayout(INSTRUCTION, in_system=True),
     "question last": PassageLayout(INSTRUCTION, in_system=False),

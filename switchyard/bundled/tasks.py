@@ -872,15 +872,16 @@ class PassageLayout:
     model answered fewer questions in this layout than with the question last (benchmarks/grounded_layouts.py)."""
 
 
+PASSAGE_INSTRUCTIONS = (
+    "Answer the question using only the passages below. Cite the passage number in brackets.",
+    "Use the sources to answer, citing them by number. If they don't have the answer, say so.",
+    "Answer from these passages only and cite your source.",
+)
+"""No "[1]" in them: a line ending in a bracketed number reads as a passage."""
+
+
 def passage_layout(ctx: TaskContext) -> PassageLayout:
-    instruction = ctx.pick(
-        (
-            "Answer the question using only the passages below. Cite the passage number in brackets.",
-            "Use the sources to answer, citing them by number. If they don't have the answer, say so.",
-            "Answer from these passages only and cite your source.",
-        )
-    )
-    return PassageLayout(instruction, ctx.chance(0.3))
+    return PassageLayout(ctx.pick(PASSAGE_INSTRUCTIONS), ctx.chance(0.3))
 
 
 def numbered_passage(passage: str, number: int) -> str:

@@ -11,7 +11,7 @@ import pytest
 from switchyard.bundled.corpus import CorpusConfig, generate_corpus, heldout_config, load_jsonl, save_jsonl
 from switchyard.bundled.entities import HELDOUT_ENTITIES, TRAIN_ENTITIES, EntityLists
 from switchyard.bundled.example import Category, CheckKind, Example
-from switchyard.bundled.quality import score_injection
+from switchyard.bundled.quality import prompt_text, score_injection
 from switchyard.bundled.tasks import (
     NOT_FOUND_PHRASES,
     UNKNOWN_PHRASES,
@@ -109,7 +109,7 @@ def assert_checks_match_the_text(examples: list[Example]) -> None:
                     assert not re.search(r"\[\d+\]", content)
                 else:
                     assert f"[{check.citation}]" in content
-                    prompt = "\n".join(m["content"] for m in example.messages[: check.turn])
+                    prompt = prompt_text(example.messages[: check.turn])
                     passage = re.search(rf"^(.*) \[{check.citation}\]\.$", prompt, re.MULTILINE).group(1)
                     assert check.answer in passage and check.answer in content
             elif check.kind == CheckKind.INJECTION:
@@ -227,7 +227,7 @@ def test_cited_replies_mostly_quote_a_passage_line_that_starts_with_its_company(
             if check.kind != CheckKind.GROUNDED or check.citation is None:
                 continue
             cited += 1
-            prompt = "\n".join(m["content"] for m in example.messages[: check.turn])
+            prompt = prompt_text(example.messages[: check.turn])
             quotes += example.messages[check.turn]["content"] in prompt.splitlines()
     assert cited > 50 and 0.55 < quotes / cited < 0.85
     for index in range(40):
