@@ -19,6 +19,7 @@ import torch
 
 from switchyard.engine.block_manager import BlockManager
 from switchyard.engine.model_runner import ModelRunner
+from switchyard.engine.row_argmax import row_argmax
 from switchyard.engine.sampler import Sampler, SamplingBatch, SamplingRow
 from switchyard.engine.sequence import Sequence
 from switchyard.models.llama import LlamaForCausalLM
@@ -136,7 +137,7 @@ class DraftModelProposer:
             pad = logits.new_full((logits.shape[0], self.target_vocab_size - logits.shape[-1]), float("-inf"))
             logits = torch.cat([logits, pad], dim=-1)
         if all(seq.request.params.greedy for seq, _, _ in active):
-            return logits.argmax(dim=-1).tolist(), None
+            return row_argmax(logits).tolist(), None
         rows = [
             SamplingRow(
                 params=seq.request.params,

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 import torch
 
+from switchyard.engine.row_argmax import row_argmax
 from switchyard.engine.sampling_params import SamplingParams
 from switchyard.errors import InvalidRequestError
 
@@ -252,16 +253,16 @@ class Sampler:
         _check_shape(logits, batch)
         if batch.all_greedy and not _needs_adjustment(batch):
             # The common greedy case: no copy of the [N, V] logits at all.
-            token_ids = logits.argmax(dim=1)
+            token_ids = row_argmax(logits)
             logprobs, top_logprobs = _raw_logprobs(logits, token_ids, batch.num_top_logprobs)
             return SamplerOutput(token_ids=token_ids, logprobs=logprobs, top_logprobs=top_logprobs)
         adjusted = adjust_logits(logits, batch)
         if batch.all_greedy:
-            token_ids = adjusted.argmax(dim=1)
+            token_ids = row_argmax(adjusted)
         else:
-            greedy_ids = adjusted.argmax(dim=1) if batch.any_greedy else None
+            greedy_ids = row_argmax(adjusted) if batch.any_greedy else None
             probs = _filtered_probs(adjusted, batch)
-            token_ids = (probs / self._exponential_noise(batch, probs)).argmax(dim=1)
+            token_ids = row_argmax(probs / self._exponential_noise(batch, probs))
             if greedy_ids is not None:
                 token_ids = torch.where(batch.greedy, greedy_ids, token_ids)
         logprobs, top_logprobs = _raw_logprobs(logits, token_ids, batch.num_top_logprobs)
@@ -276,7 +277,7 @@ class Sampler:
         adjusted = adjust_logits(logits, batch)
         if not batch.any_greedy:
             return _filtered_probs(adjusted, batch)
-        one_hot = torch.zeros_like(adjusted).scatter_(1, adjusted.argmax(dim=1, keepdim=True), 1.0)
+        one_hot = torch.zeros_like(adjusted).scatter_(1, row_argmax(adjusted)[:, None], 1.0)
         if batch.all_greedy:
             return one_hot
         return torch.where(batch.greedy[:, None], one_hot, _filtered_probs(adjusted, batch))

@@ -36,6 +36,7 @@ from typing import Protocol
 import torch
 
 from switchyard.engine.draft_proposer import DraftModelProposer
+from switchyard.engine.row_argmax import row_argmax
 from switchyard.engine.sampler import Sampler, SamplingBatch, SamplingRow
 from switchyard.engine.sequence import Sequence
 
@@ -182,7 +183,7 @@ class SpecDecoder:
         params = seq.request.params
         k = len(drafts)
         if params.greedy:
-            targets = logits.argmax(dim=-1).tolist()
+            targets = row_argmax(logits).tolist()
             accepted = 0
             while accepted < k and drafts[accepted] == targets[accepted]:
                 accepted += 1
