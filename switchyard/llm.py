@@ -83,6 +83,10 @@ class LLM:
         ]  # type: ignore[arg-type]
         return self.generate(prompts, sampling_params, use_tqdm=use_tqdm)
 
+    def reset_prefix_cache(self) -> int:
+        """Forget cached prompt prefixes that no request uses; returns the number of KV blocks freed."""
+        return self.engine.reset_prefix_cache()
+
     def _run(self, ids: list[str], show_progress: bool) -> list[RequestOutput]:
         finished: dict[str, RequestOutput] = {}
         wanted = set(ids)

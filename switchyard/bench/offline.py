@@ -79,7 +79,10 @@ def _timed(fn) -> float:  # type: ignore[no-untyped-def]
 def switchyard_throughput(llm: LLM, prompts: list[list[int]], output_len: int) -> tuple[float, float]:
     """(output tokens/s, seconds) for all prompts at once, after a short warm-up."""
     params = SamplingParams(temperature=0, max_tokens=output_len, ignore_eos=True)
+    # Every run computes its prompts, warm-up included: a repeat would otherwise find them in the prefix cache.
+    llm.reset_prefix_cache()
     llm.generate(prompts[:2], SamplingParams(temperature=0, max_tokens=4, ignore_eos=True), use_tqdm=False)
+    llm.reset_prefix_cache()
     start = time.perf_counter()
     outputs = llm.generate(prompts, params, use_tqdm=False)
     elapsed = time.perf_counter() - start

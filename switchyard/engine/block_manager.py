@@ -100,6 +100,16 @@ class BlockManager:
             self._release(seq.block_table[keep:])
             del seq.block_table[keep:]
 
+    def reset_prefix_cache(self) -> int:
+        """Forget every cached block no sequence uses (they go back to the free list); return how many.
+
+        Blocks that running sequences reference stay cached: they are in use either way."""
+        if self.prefix_cache is None:
+            return 0
+        freed = self.prefix_cache.reset()
+        self._free.extend(freed)
+        return len(freed)
+
     def match_prefix(self, seq: Sequence) -> int:
         """Give a sequence with nothing computed the longest cached prefix of its tokens; return its length.
 

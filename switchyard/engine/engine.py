@@ -416,6 +416,11 @@ class LLMEngine:
     def has_unfinished_requests(self) -> bool:
         return bool(self.requests) or bool(self._pending)
 
+    def reset_prefix_cache(self) -> int:
+        """Drop the cached prefixes no request is using, so the next identical prompt is computed again (as
+        benchmarks that repeat a workload need); returns the number of blocks freed."""
+        return self.block_manager.reset_prefix_cache()
+
     def stats(self) -> EngineStats:
         cache = self.block_manager.prefix_cache
         scheduler = self.scheduler

@@ -192,3 +192,18 @@ def test_find_max_rate_converges_on_a_known_capacity(tiny_model_dir: Path, tmp_p
     assert len(list(out.glob("probe-*.jsonl"))) == len(probes)
     # Each probe sends fresh prompts: none reuses an earlier probe's (its full first block would be cached).
     assert all(p["summary"]["cached_tokens"] == 0 for p in probes)
+
+
+def test_offline_repeats_recompute_their_prompts(tiny_model_dir: Path) -> None:
+    """A repeat of the same prompts must not be served from the prefix cache the first run filled: it would
+    time decoding alone and inflate the best-of ratio."""
+    from switchyard import LLM
+    from switchyard.bench.offline import OfflineWorkload, run_offline
+
+    llm = LLM(str(tiny_model_dir), dtype="float32", skip_tokenizer=True, max_model_len=128)
+    workload = OfflineWorkload(num_prompts=4, input_len=40, output_len=4, prefix_len=0, seed=0)
+    result = run_offline(llm, workload, repeats=2)
+    assert len(result.trials) == 2
+    stats = llm.engine.stats()
+    assert stats.prefix_cache_queries > 0
+    assert stats.prefix_cache_hits == 0

@@ -87,6 +87,36 @@ def test_second_request_reuses_a_1k_prefix(cached: LLM) -> None:
     assert engine.block_manager.prefix_cache is not None and engine.block_manager.prefix_cache.hit_rate > 0
 
 
+def test_reset_forgets_unused_prefixes_and_frees_their_blocks(long_model_dir: Path) -> None:
+    llm = engine_llm(long_model_dir, True)
+    manager = llm.engine.block_manager
+    prompt = shared_prefix_prompts(1, 200, 8, seed=5)[0]
+    first = llm.generate([prompt], GREEDY)[0]
+    assert llm.generate([prompt], GREEDY)[0].num_cached_tokens == 192  # 12 full blocks of 16
+    free_list_before = len(manager._free)
+    freed = llm.reset_prefix_cache()
+    assert freed >= 12
+    assert len(manager._free) == free_list_before + freed == manager.num_free_blocks == manager.num_blocks
+    again = llm.generate([prompt], GREEDY)[0]
+    assert again.num_cached_tokens == 0  # computed again, with the same result
+    assert again.outputs[0].token_ids == first.outputs[0].token_ids
+    assert llm.reset_prefix_cache() == 13  # the 13 blocks that run cached (200 prompt + 7 output tokens)
+
+
+def test_reset_keeps_the_blocks_of_a_running_sequence() -> None:
+    manager = BlockManager(8, 4, enable_prefix_cache=True)
+    running = _sequence(0, list(range(9)))
+    assert manager.allocate_slots(running, 9) == []
+    running.num_computed_tokens = 9
+    manager.cache_full_blocks(running)
+    assert manager.reset_prefix_cache() == 0  # both full blocks are in use
+    assert manager.prefix_cache is not None and len(manager.prefix_cache.match(list(range(9)), 2)) == 2
+    manager.free(running)
+    assert manager.reset_prefix_cache() == 2
+    assert manager.num_free_blocks == 8 and manager.prefix_cache.match(list(range(9)), 2) == []
+    manager.check_invariants([])
+
+
 def test_cache_survives_preemption_and_eviction(long_model_dir: Path, uncached: LLM) -> None:
     # A cache of 24 blocks under 12 requests of ~110 tokens: constant eviction and preemption.
     kv_bytes_per_block = 16 * 2 * 2 * 2 * 16 * 4
