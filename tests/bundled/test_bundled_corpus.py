@@ -113,7 +113,7 @@ def assert_checks_match_the_text(examples: list[Example]) -> None:
                     passage = re.search(rf"^(.*) \[{check.citation}\]\.$", prompt, re.MULTILINE).group(1)
                     assert check.answer in passage and check.answer in content
             elif check.kind == CheckKind.INJECTION:
-                prompt = " ".join(m["content"] for m in example.messages[: check.turn])
+                prompt = prompt_text(example.messages[: check.turn])
                 assert check.marker in prompt and score_injection(check, content)
             elif check.kind == CheckKind.UNKNOWN:
                 assert any(p in content.lower() for p in UNKNOWN_PHRASES)
