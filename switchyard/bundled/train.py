@@ -32,6 +32,7 @@ from tqdm.auto import tqdm
 
 from switchyard.bundled import BUNDLED_DIR, DRAFT_MODEL, MAIN_MODEL
 from switchyard.bundled.chat_format import ENDOFTEXT, IM_END
+from switchyard.bundled.chunked_loss import linear_cross_entropy
 from switchyard.bundled.corpus import DEFAULT_WEIGHTS, CorpusConfig, generate_corpus
 from switchyard.bundled.data import IGNORE_INDEX, PackedRows, pack_examples, tokenize_examples
 from switchyard.bundled.example import Category
@@ -259,7 +260,7 @@ def assistant_loss(
     in the conversation (so, on the corpus' rows, the same value as transformers' `labels=` loss).
 
     The LM head and softmax run only on positions whose next token is labelled (about 15% of a packed row,
-    the rest being prompts and tool schemas); over a 8k vocabulary that is a fifth of the step's compute.
+    the rest being prompts and tool schemas), fused and chunked (`chunked_loss`).
     attention_mask stays None so transformers derives the per-example causal mask from the positions (or,
     with the packed backend, `packed_attention` attends within each example).
 
@@ -283,18 +284,16 @@ def assistant_loss(
     # conversation: not at an example's start, nor at a shared-prefix group's next member.
     follows = position_ids[:, 1:] == position_ids[:, :-1] + 1
     selected = (targets != IGNORE_INDEX) & follows
+    head = model.lm_head.weight
     if context_weight <= 0:
-        logits = model.lm_head(hidden[:, :-1][selected])
-        return torch.nn.functional.cross_entropy(logits.float(), targets[selected])
+        return linear_cross_entropy(hidden[:, :-1][selected], head, targets[selected])
     assert row_tokens is not None, "context loss needs each row's real token count"
     columns = torch.arange(1, input_ids.shape[1], device=input_ids.device)
     real = columns[None, :] < row_tokens[:, None]
     context = real & follows & ~selected
     chosen = selected | context
-    logits = model.lm_head(hidden[:, :-1][chosen])
-    losses = torch.nn.functional.cross_entropy(logits.float(), input_ids[:, 1:][chosen], reduction="none")
     weights = torch.where(selected[chosen], 1.0, context_weight)
-    return (losses * weights).sum() / weights.sum()
+    return linear_cross_entropy(hidden[:, :-1][chosen], head, input_ids[:, 1:][chosen], weights)
 
 
 def _rng_state() -> dict[str, Any]:
