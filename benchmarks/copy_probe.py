@@ -11,6 +11,10 @@ the wired circuit's health on repeated random tokens (copy accuracy, previous-to
     python benchmarks/copy_probe.py --steps 400 --locator-layers none # without locator heads
     python benchmarks/copy_probe.py --steps 400 --bigram-dims 0       # one-token induction
     python benchmarks/copy_probe.py --steps 300 --no-circuit          # plain random init
+    python benchmarks/copy_probe.py --steps 400 --locator-recency 8   # locators with a recency prior
+
+It also reports how often a quoted grounded reply starts with the asked company rather than another one in the
+passages (`company_right`, `company_other`), the choice the run-11 model got wrong most.
 """
 
 from __future__ import annotations
@@ -18,14 +22,17 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import re
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import torch
+from tokenizers import Tokenizer
 
 from switchyard.bundled.chat_format import ENDOFTEXT, IM_END
 from switchyard.bundled.corpus import CorpusConfig, generate_corpus, heldout_config
 from switchyard.bundled.data import TokenizedExample, pack_examples, tokenize_examples
+from switchyard.bundled.example import Category
 from switchyard.bundled.induction_init import InductionInit, SpaceVariants
 from switchyard.bundled.tokenizer_training import corpus_texts, train_tokenizer
 from switchyard.bundled.train import (
@@ -87,6 +94,63 @@ def evaluate(
     }
 
 
+@dataclass
+class CompanyChoice:
+    """A grounded question whose reply quotes the cited passage, so its first token starts the asked company's
+    name: the prompt's ids up to the reply, that token, and the first tokens of the passages about other
+    companies."""
+
+    prompt: list[int]
+    asked: int
+    others: set[int]
+
+
+PASSAGE_LINE = re.compile(r"^(.*) \[(\d+)\]\.$")
+
+
+def company_choices(tokenizer: Tokenizer, count: int) -> list[CompanyChoice]:
+    """Held-out grounded questions answered by a quote (`tasks.grounded_reply`), up to `count`."""
+    examples = [e for e in generate_corpus(heldout_config(count * 25)) if e.category == Category.GROUNDED]
+    choices = []
+    for example, tokens in zip(examples, tokenize_examples(tokenizer, examples), strict=True):
+        check = example.checks[0]
+        lines = {int(m[2]): m[1] for message in example.messages if message["role"] in ("system", "user")
+                 for m in map(PASSAGE_LINE.match, message["content"].splitlines()) if m}  # fmt: skip
+        reply = example.messages[check.turn]["content"]
+        if check.citation is None or reply != f"{lines[check.citation]} [{check.citation}].":
+            continue
+        start = tokens.loss_mask.index(True)
+        first = {n: tokenizer.encode(text, add_special_tokens=False).ids[0] for n, text in lines.items()}
+        asked = tokens.ids[start]
+        if first[check.citation] != asked:
+            continue  # the reply's first token is not the line's own first token (a space, a merge)
+        others = {t for n, t in first.items() if t != asked}
+        if others:
+            choices.append(CompanyChoice(tokens.ids[:start], asked, others))
+    return choices[:count]
+
+
+def company_choice_rates(model: torch.nn.Module, choices: list[CompanyChoice]) -> dict[str, float]:
+    """Greedy first token of a quoted grounded reply: the asked company (`company_right`) or another passage's
+    company (`company_other`); and the mean probability given to each."""
+    model.eval()
+    right = other = 0
+    p_asked = p_other = 0.0
+    with torch.no_grad():
+        for choice in choices:
+            logits = model(input_ids=torch.tensor([choice.prompt]), use_cache=False).logits[0, -1]
+            probs = logits.float().softmax(-1)
+            best = int(probs.argmax())
+            right += best == choice.asked
+            other += best in choice.others
+            p_asked += float(probs[choice.asked])
+            p_other += float(probs[list(choice.others)].max())
+    model.train()
+    n = max(1, len(choices))
+    return {"company_right": round(right / n, 3), "company_other": round(other / n, 3),
+            "p_asked": round(p_asked / n, 3), "p_other": round(p_other / n, 3)}  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=300)
@@ -97,6 +161,10 @@ def main() -> None:
         "--locator-layers", default=None, help="comma-separated, or 'none' (default: recipe's)"
     )
     parser.add_argument("--locator-strength", type=float, default=InductionInit.locator_strength)
+    parser.add_argument("--locator-recency", type=float, default=None,
+                        help="nats of recency prior on the locators (default: the recipe's)")  # fmt: skip
+    parser.add_argument("--grounded", type=int, default=150,
+                        help="held-out quoted grounded replies whose first token is checked")  # fmt: skip
     parser.add_argument("--lr", type=float, default=None)
     parser.add_argument("--bigram-dims", type=int, default=None, help="override the recipe's bigram_dims")
     parser.add_argument("--context-loss-weight", type=float, default=0.0)
@@ -123,6 +191,8 @@ def main() -> None:
                 () if args.locator_layers == "none" else tuple(int(x) for x in args.locator_layers.split(","))
             )
         induction = replace(induction, locator_layers=layers, locator_strength=args.locator_strength)
+        if args.locator_recency is not None:
+            induction = replace(induction, locator_recency=args.locator_recency)
     model, guard = build_guarded_model(MAIN_SHAPE, padded_vocab_size(tokenizer), tokenizer.token_to_id(IM_END),
                                        tokenizer.token_to_id(ENDOFTEXT), 0, induction,
                                        SpaceVariants.from_vocab(tokenizer.get_vocab()))  # fmt: skip
@@ -133,7 +203,12 @@ def main() -> None:
         optimizer, WarmupCosine(config.warmup_steps, config.max_steps, config.min_lr_ratio)
     )
     hooks = guard.attach() if guard is not None else []
-    print(json.dumps({"step": 0} | evaluate(model, held, common, opens, quotes)), flush=True)
+    choices = company_choices(tokenizer, args.grounded)
+
+    def measure() -> dict[str, float]:
+        return evaluate(model, held, common, opens, quotes) | company_choice_rates(model, choices)
+
+    print(json.dumps({"step": 0, "grounded_questions": len(choices)} | measure()), flush=True)
     started, losses = time.monotonic(), []
     for step in range(args.steps):
         index = batch_rows(rows.num_rows, config.batch_rows, step, 0)
@@ -145,7 +220,7 @@ def main() -> None:
         if (step + 1) % args.report_every == 0 or step + 1 == args.steps:
             report = {"step": step + 1, "loss": round(sum(losses[-20:]) / len(losses[-20:]), 3),
                       "seconds": round(time.monotonic() - started)}  # fmt: skip
-            print(json.dumps(report | evaluate(model, held, common, opens, quotes)), flush=True)
+            print(json.dumps(report | measure()), flush=True)
     for hook in hooks:
         hook.remove()
 

@@ -148,8 +148,8 @@ class TrainConfig:
     context_loss_weight: float = 0.0
     """Weight of the loss on prompt tokens (system, user, tool results) next to the assistant tokens' 1.0.
     0 trains on replies only. Prompts are full of copy events (tool results repeat the call's arguments,
-    passages repeat names), so a small weight gives copying far more gradient per step; it costs LM-head compute
-    on every token (about a fifth more time per step). The recipe uses 0.1 for both models."""
+    passages repeat names), so a small weight gives copying far more gradient per step; it costs the LM head and
+    softmax on every token (`chunked_loss` keeps that cheap). The recipe uses 0.1 for both models."""
     checkpoint_every: int = 50
     seed: int = 0
 
