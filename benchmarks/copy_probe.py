@@ -11,7 +11,6 @@ the wired circuit's health on repeated random tokens (copy accuracy, previous-to
     python benchmarks/copy_probe.py --steps 400 --locator-layers none # without locator heads
     python benchmarks/copy_probe.py --steps 400 --bigram-dims 0       # one-token induction
     python benchmarks/copy_probe.py --steps 300 --no-circuit          # plain random init
-    python benchmarks/copy_probe.py --steps 400 --locator-recency 8   # locators with a recency prior
 
 It also reports how often a quoted grounded reply starts with the asked company rather than another one in the
 passages (`company_right`, `company_other`), the choice the run-11 model got wrong most.
@@ -161,8 +160,6 @@ def main() -> None:
         "--locator-layers", default=None, help="comma-separated, or 'none' (default: recipe's)"
     )
     parser.add_argument("--locator-strength", type=float, default=InductionInit.locator_strength)
-    parser.add_argument("--locator-recency", type=float, default=None,
-                        help="nats of recency prior on the locators (default: the recipe's)")  # fmt: skip
     parser.add_argument("--grounded", type=int, default=150,
                         help="held-out quoted grounded replies whose first token is checked")  # fmt: skip
     parser.add_argument("--lr", type=float, default=None)
@@ -191,8 +188,6 @@ def main() -> None:
                 () if args.locator_layers == "none" else tuple(int(x) for x in args.locator_layers.split(","))
             )
         induction = replace(induction, locator_layers=layers, locator_strength=args.locator_strength)
-        if args.locator_recency is not None:
-            induction = replace(induction, locator_recency=args.locator_recency)
     model, guard = build_guarded_model(MAIN_SHAPE, padded_vocab_size(tokenizer), tokenizer.token_to_id(IM_END),
                                        tokenizer.token_to_id(ENDOFTEXT), 0, induction,
                                        SpaceVariants.from_vocab(tokenizer.get_vocab()))  # fmt: skip

@@ -90,15 +90,6 @@ class InductionInit:
     better placed attention already raises the right token's logit. Needs 2+ kv heads."""
     locator_strength: float = 8.0
     """Output scale of the locator heads (the induction head's is `copy_strength`)."""
-    locator_recency: float = 0.0
-    """Nats of recency prior given at init to the last query head of each locator layer (0: none). Its query
-    and its kv head's key read the constant dim on RoPE pairs `locator_recency_pairs`, whose cosines sum to
-    a score falling with distance: with pairs 5-15, 0.88 of it 10 tokens back, 0.46 at 40, 0.31 at 100, about
-    0 past 500. The first token of a grounded reply copies the company named in the question, the prompt's
-    last line, and the passages name other companies further back; the learned locators picked those (r11:
-    75 of 216 answerable questions). The entries stay trainable."""
-    locator_recency_pairs: tuple[int, int] = (5, 15)
-    """First and last RoPE pair (fastest is 0) of the recency prior."""
     protect: bool = True
     """Keep the circuit's weights fixed during training (`CircuitGuard`); the rest of the model learns around
     it. Unprotected, AdamW rewrites it within ~30 steps (measured) before the model learns to use it."""
@@ -266,7 +257,7 @@ def install_induction_circuit(
     attn.k_proj.weight[head0] = k_block
     attn.v_proj.weight[head0] = token_values
     attn.o_proj.weight[:, head0] = init.copy_strength * write * token_values.T
-    locators = _install_locators(model, init, token_values, write, head_dim, const)
+    locators = _install_locators(model, init, token_values, write, head_dim)
     if not init.protect:
         return None
 
@@ -312,31 +303,15 @@ def _install_locators(
     token_values: torch.Tensor,
     write: float,
     head_dim: int,
-    const: int,
 ) -> list[tuple[Any, slice, slice]]:
-    """Copy-valued heads with learnable attention (`InductionInit.locator_layers`), optionally with a recency
-    prior (`InductionInit.locator_recency`); returns for each layer the v_proj rows and o_proj columns the guard
-    holds."""
+    """Copy-valued heads with learnable attention (`InductionInit.locator_layers`); returns for each layer the
+    v_proj rows and o_proj columns the guard holds."""
     config = model.config
     kv_heads, heads = config.num_key_value_heads, config.num_attention_heads
     if init.locator_layers and kv_heads < 2:
         raise ValueError("locator heads need 2+ kv heads (kv head 0 of layers 0-1 is the wired circuit)")
     group = heads // kv_heads
     kv = kv_heads - 1
-    half = head_dim // 2
-    first_pair, last_pair = init.locator_recency_pairs
-    if init.locator_recency < 0 or not 0 <= first_pair <= last_pair < half:
-        raise ValueError("locator_recency must be >= 0 and its pairs a range of the head's RoPE pairs")
-    recency_pairs = torch.arange(first_pair, last_pair + 1)
-    recency_q = (kv * group + group - 1) * head_dim  # the group's last query head
-    inputs: tuple[torch.Tensor, ...] = ()
-    if init.locator_recency > 0 and init.locator_layers:
-        # The wired heads' writes grow the residual ~7x by layer 2, so the constant's share of a locator
-        # layer's normalised input is measured (random tokens), not taken from the embedding.
-        probe = torch.randint(
-            0, config.vocab_size, (1, 256), generator=torch.Generator().manual_seed(init.seed)
-        )
-        inputs = model.model(input_ids=probe, output_hidden_states=True, use_cache=False).hidden_states
     kv_rows = slice(kv * head_dim, (kv + 1) * head_dim)
     q_columns = slice(kv * group * head_dim, (kv + 1) * group * head_dim)
     installed = []
@@ -350,15 +325,5 @@ def _install_locators(
         layer.self_attn.o_proj.weight[:, q_columns] = (
             init.locator_strength * write * token_values.T.repeat(1, group)
         )
-        if init.locator_recency > 0:
-            hidden = inputs[index]
-            share = hidden[..., const] / hidden.pow(2).mean(-1).add(config.rms_norm_eps).sqrt()
-            share = float(share.mean()) * float(layer.input_layernorm.weight[const])
-            # score = q x k x cos(offset x theta) / sqrt(head_dim) per pair, both read off the constant dim.
-            recency_scale = math.sqrt(init.locator_recency / len(recency_pairs) * math.sqrt(head_dim)) / share
-            for proj, start in ((layer.self_attn.q_proj, recency_q), (layer.self_attn.k_proj, kv_rows.start)):
-                rows = torch.cat([recency_pairs, recency_pairs + half]) + start
-                proj.weight[rows] = 0.0
-                proj.weight[recency_pairs + start, const] = recency_scale
         installed.append((layer, kv_rows, q_columns))
     return installed

@@ -630,8 +630,8 @@ class DefaultRecipe:
     main_shape: ModelShape = MAIN_SHAPE
     draft_shape: ModelShape = DRAFT_SHAPE
     # Step caps above what fits: the time budget plans both models down to what the measured pace allows (on
-    # 2 cores, 4608-token steps with the context loss: main ~1.4-1.6 s, ~3000 steps in its 80 minutes; draft
-    # ~1.0 s, ~500).
+    # 2 cores, 4608-token steps with the context loss: main ~1.0-1.1 s, ~4350 steps in its 80 minutes; draft
+    # ~0.75 s, ~550).
     # Copying forms late at low learning rates, hence 3e-3. Prompt tokens train at a tenth of the replies'
     # weight: run 7 against run 6 on the 1200-conversation gate, with 18% fewer steps, tool selection
     # 0.894 -> 0.959, arguments 0.718 -> 0.850, JSON 0.564 -> 0.645, grounded 0.369 -> 0.247 (RESULTS.md).

@@ -234,35 +234,3 @@ def test_bigram_context_copies_text_made_of_few_distinct_tokens(shape: ModelShap
     two = build_model(shape, VOCAB, 1, 0, seed=0, induction=InductionInit())
     unigram, bigram = copy_accuracy(one, ids, targets), copy_accuracy(two, ids, targets)
     assert bigram > 0.8 and bigram > unigram + 0.3, (unigram, bigram)  # measured: 0.94 and 0.35
-
-
-@torch.no_grad()
-def test_locator_recency_prior_favours_recent_tokens_on_its_head_only() -> None:
-    """With `locator_recency`, the group's last locator query head puts most of its attention on the last
-    few dozen tokens of a long random prompt; its sibling head, and the head without the prior, spread it."""
-    ids = torch.randint(8, VOCAB, (2, 300), generator=torch.Generator().manual_seed(4))
-
-    def recent_share(init: InductionInit, head: int) -> float:
-        model = build_model(LOCATOR_SHAPE, VOCAB, 1, 0, seed=0, induction=init)
-        model.config._attn_implementation = "eager"
-        attention = model(input_ids=ids, output_attentions=True, use_cache=False).attentions[2]
-        return float(attention[:, head, -1, -30:].sum(-1).mean())  # the last query, 30 most recent keys
-
-    prior = InductionInit(locator_layers=(2,), locator_recency=8.0)
-    plain = InductionInit(locator_layers=(2,))
-    assert recent_share(prior, head=3) > 0.5  # uniform attention would give 0.1
-    assert recent_share(prior, head=2) < 0.25
-    assert recent_share(plain, head=3) < 0.25
-
-
-@pytest.mark.parametrize(
-    "init",
-    [
-        InductionInit(locator_layers=(2,), locator_recency=-1.0),
-        InductionInit(locator_layers=(2,), locator_recency=1.0, locator_recency_pairs=(5, 40)),
-        InductionInit(locator_layers=(2,), locator_recency=1.0, locator_recency_pairs=(9, 5)),
-    ],
-)
-def test_bad_recency_priors_are_refused(init: InductionInit) -> None:
-    with pytest.raises(ValueError, match="locator_recency"):
-        build_model(LOCATOR_SHAPE, VOCAB, 1, 0, seed=0, induction=init)
