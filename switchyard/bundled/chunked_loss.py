@@ -45,8 +45,11 @@ def linear_cross_entropy(
         if torch.is_autocast_enabled(hidden.device.type)
         else weight.dtype
     )
+    needs_grad = torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad)
     with torch.autocast(hidden.device.type, enabled=False):
-        return _LinearCrossEntropy.apply(hidden, weight, targets, target_weights, chunk_rows, compute_dtype)
+        return _LinearCrossEntropy.apply(
+            hidden, weight, targets, target_weights, chunk_rows, compute_dtype, needs_grad
+        )
 
 
 class _LinearCrossEntropy(torch.autograd.Function):
@@ -59,6 +62,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
         target_weights: torch.Tensor,
         chunk_rows: int,
         compute_dtype: torch.dtype,
+        needs_grad: bool,
     ) -> torch.Tensor:
         precise = torch.promote_types(compute_dtype, torch.float32)
         scale = target_weights.to(precise) / target_weights.to(precise).sum()
@@ -74,6 +78,8 @@ class _LinearCrossEntropy(torch.autograd.Function):
             log_normaliser = torch.logsumexp(logits, dim=-1, keepdim=True)
             target_logits = logits.gather(1, chunk_targets[:, None])
             loss += ((log_normaliser - target_logits).squeeze(1) * scale[chunk]).sum()
+            if not needs_grad:
+                continue
             # d loss / d logits = scale x (softmax - one_hot), built in the logits' own storage.
             grad_logits = logits.sub_(log_normaliser).exp_()
             grad_logits.scatter_add_(1, chunk_targets[:, None], torch.full_like(target_logits, -1.0))
@@ -92,6 +98,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
         return (
             (grad_hidden.to(grad_loss.dtype) * grad_loss).to(hidden_dtype),
             (grad_weight * grad_loss).to(weight_dtype),
+            None,
             None,
             None,
             None,

@@ -38,6 +38,14 @@ def test_matches_linear_then_cross_entropy(chunk_rows: int, weighted: bool) -> N
     torch.testing.assert_close(got_head, grad_head, rtol=1e-9, atol=1e-12)
 
 
+def test_without_gradients_only_the_loss_is_computed() -> None:
+    states, head, targets, weights = _inputs()
+    with torch.no_grad():
+        got = linear_cross_entropy(states, head, targets, weights, chunk_rows=5)
+    assert got.item() == pytest.approx(_reference(states, head, targets, weights).item(), rel=1e-10)
+    assert not got.requires_grad
+
+
 def test_gradient_scales_with_the_upstream_gradient() -> None:
     states, head, targets, _ = _inputs()
     (once,) = torch.autograd.grad(linear_cross_entropy(states, head, targets), (states,))
