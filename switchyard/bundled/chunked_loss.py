@@ -40,13 +40,10 @@ def linear_cross_entropy(
         raise ValueError(f"{target_weights.numel()} weights for {targets.numel()} targets")
     if chunk_rows <= 0:
         raise ValueError(f"chunk_rows must be positive, got {chunk_rows}")
-    compute_dtype = (
-        torch.get_autocast_dtype(hidden.device.type)
-        if torch.is_autocast_enabled(hidden.device.type)
-        else weight.dtype
-    )
+    device = hidden.device.type
+    compute_dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else weight.dtype
     needs_grad = torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad)
-    with torch.autocast(hidden.device.type, enabled=False):
+    with torch.autocast(device, enabled=False):
         return _LinearCrossEntropy.apply(
             hidden, weight, targets, target_weights, chunk_rows, compute_dtype, needs_grad
         )

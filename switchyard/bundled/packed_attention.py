@@ -88,8 +88,8 @@ def packed_sdpa_attention(
 
     # Under autocast SDPA runs in the autocast dtype; RoPE leaves queries and keys in float32, and a cast per
     # example (and back, in the backward) cost 3-5% of a main-model step. Cast whole rows once instead.
-    autocast = query.device.type if torch.is_autocast_enabled(query.device.type) else None
-    cast = torch.get_autocast_dtype(autocast) if autocast is not None else None
+    device = query.device.type
+    cast = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None
 
     def flat(states: torch.Tensor) -> tuple[torch.Tensor, ...]:
         # (batch, h, tokens, dim) -> (1, h, batch * tokens, dim), split along tokens: one backward cat, not one
