@@ -33,7 +33,7 @@ from switchyard.bundled.corpus import CorpusConfig, generate_corpus, heldout_con
 from switchyard.bundled.data import TokenizedExample, pack_examples, tokenize_examples
 from switchyard.bundled.example import Category
 from switchyard.bundled.induction_init import InductionInit, SpaceVariants
-from switchyard.bundled.tokenizer_training import corpus_texts, train_tokenizer
+from switchyard.bundled.tokenizer_training import WordStarts, corpus_texts, train_tokenizer
 from switchyard.bundled.train import (
     MAIN_SHAPE,
     DefaultRecipe,
@@ -165,10 +165,15 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=None)
     parser.add_argument("--bigram-dims", type=int, default=None, help="override the recipe's bigram_dims")
     parser.add_argument("--context-loss-weight", type=float, default=0.0)
+    parser.add_argument("--word-starts", choices=[w.value for w in WordStarts], default=None,
+                        help="the tokenizer's word-start merges (default: the recipe's)")  # fmt: skip
     args = parser.parse_args()
     recipe = DefaultRecipe()
     examples = generate_corpus(CorpusConfig(seed=0, size=args.corpus_size))
-    tokenizer = train_tokenizer(corpus_texts(examples[: args.corpus_size // 2]), recipe.vocab_size)
+    word_starts = WordStarts(args.word_starts) if args.word_starts else recipe.word_starts
+    tokenizer = train_tokenizer(
+        corpus_texts(examples[: args.corpus_size // 2]), recipe.vocab_size, word_starts=word_starts
+    )
     rows = pack_examples(
         tokenize_examples(tokenizer, examples), recipe.row_len, tokenizer.token_to_id(ENDOFTEXT)
     )

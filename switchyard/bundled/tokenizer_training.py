@@ -6,11 +6,18 @@ number the same skill for every number instead of thousands of memorised merges.
 instead cuts numbers into fixed groups, every group a token: an option, not the recipe (in a 30-minute ablation
 groups of 2 halved exact tool arguments, 0.27 -> 0.13, while selection and grounded answers rose).
 
-Every merge that builds a word's first piece with its leading space ("Ġ" + "Nox" -> "ĠNox") is mirrored by the
-same merge without the space ("Nox"), placed right after it. A name then splits into the same pieces after a
-quote as after a space, so copying " Noxwaj" from a sentence into `{"city": "Noxwaj"}` is copying the same
-pieces with the first one's bare form. Measured on the held-out names: 35 of 132 split differently at a 4k
-vocab without the mirror (" Diego" -> " Di|eg|o" but "Diego" -> "D|i|eg|o"), 1-2 of 132 with it.
+A word must split into the same pieces with and without its leading space: a name or a value copied from a
+sentence (" board game") into JSON (`"board game"`) is then the same pieces with the first one's bare form, which
+the wired copy circuit matches (`induction_init.SpaceVariants`). Plain BPE learns the spaced and the bare
+forms' merges separately (" board" -> " bo|ard", "board" -> "board"), and a copy that starts with "board"
+finds no "board" in the prompt to continue from. `WordStarts.SPACE_LAST` (the recipe) learns every merge
+inside words with the space split off, then appends one merge (space, first piece) for the commonest first
+pieces; BPE applies merges lowest rank first, so the letters are merged before the space may join, and the
+split is the same always. `WordStarts.MIRROR` (the earlier recipe) follows each merge (" A", B) with (A, B):
+the same split for most names (35 of 132 held-out names split differently at a 4k vocab without it, 1-2 with
+it), but not for common words that also occur bare, whose own merges fire first (26 of 300 held-out JSON
+extraction conversations had a value split differently, 26-34 by corpus; 0 with space last, which also
+needs 0.5% fewer tokens).
 
 The control tokens (<|im_start|>, <|im_end|>, <|endoftext|>) are special: decoding with
 skip_special_tokens drops them. The tool tags (<tool_call>, </tool_call>, <tool_response>, </tool_response>)
@@ -20,9 +27,11 @@ them in the generated text.
 
 from __future__ import annotations
 
+import collections
 import itertools
 import json
 from collections.abc import Callable, Iterable, Sequence
+from enum import StrEnum
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -42,6 +51,21 @@ from switchyard.bundled.example import Example
 DEFAULT_VOCAB_SIZE = 8192
 # Words with their leading space, single digits, punctuation runs, newline runs, other whitespace.
 _SPLIT_PATTERN = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+# The same, but a word's leading space stays out of it: merges learned on these never touch a word's space.
+_BARE_WORD_PATTERN = _SPLIT_PATTERN.replace(r"[^\r\n\p{L}\p{N}]?\p{L}+", r"[^\s\p{L}\p{N}]?\p{L}+")
+_SPACE = "\u0120"
+
+
+class WordStarts(StrEnum):
+    """How a word's first piece is merged with its leading space (see the module docstring)."""
+
+    SPACE_LAST = "space_last"
+    """Merges inside words learned without the space, then (space, first piece) merges: a word splits the same
+    with or without its space, always."""
+    MIRROR = "mirror"
+    """BPE as trained, each word-start merge mirrored without the space: the same split most of the time."""
+    LEARNED = "learned"
+    """BPE as trained."""
 
 
 def corpus_texts(examples: Iterable[Example]) -> Iterable[str]:
@@ -61,11 +85,11 @@ def train_tokenizer(
     texts: Iterable[str],
     vocab_size: int = DEFAULT_VOCAB_SIZE,
     min_frequency: int = 2,
-    mirror_word_starts: bool = True,
+    word_starts: WordStarts = WordStarts.SPACE_LAST,
     digits_per_token: int = 1,
 ) -> Tokenizer:
-    """Train byte-level BPE, its word-start merges mirrored unless `mirror_word_starts` is off; at most
-    `vocab_size` entries, added tokens included.
+    """Train byte-level BPE with word starts merged as `word_starts` says; at most `vocab_size` entries, added
+    tokens included.
 
     Special tokens take ids 0..2 (<|endoftext|>, <|im_start|>, <|im_end|>); the tool tags take the last ids.
     The mirror adds entries, so BPE is retrained with a budget scaled until the total fits. A small corpus
@@ -83,14 +107,17 @@ def train_tokenizer(
     stripped = [_strip_added(t) for t in texts]
     budget = vocab_size - len(TAG_TOKENS)
     completions: list[Callable[[Tokenizer], Tokenizer]] = []
-    if mirror_word_starts:
+    if word_starts == WordStarts.MIRROR:
         completions.append(mirror_word_start_merges)
     if digits_per_token > 1:
         completions.append(partial(complete_digit_groups, digits=digits_per_token))
+    train = _train_space_last_bpe if word_starts == WordStarts.SPACE_LAST else _train_bpe
     if completions:
-        tokenizer = _train_completed_bpe(stripped, budget, min_frequency, digits_per_token, completions)
+        tokenizer = _train_completed_bpe(
+            stripped, budget, min_frequency, digits_per_token, completions, train
+        )
     else:
-        tokenizer = _train_bpe(stripped, budget, min_frequency, digits_per_token)
+        tokenizer = train(stripped, budget, min_frequency, digits_per_token)
     tokenizer.add_tokens([AddedToken(tag, special=False, normalized=False) for tag in TAG_TOKENS])
     return tokenizer
 
@@ -101,6 +128,7 @@ def _train_completed_bpe(
     min_frequency: int,
     digits_per_token: int,
     completions: Sequence[Callable[[Tokenizer], Tokenizer]],
+    train: Callable[[Sequence[str], int, int, int], Tokenizer] | None = None,
 ) -> Tokenizer:
     """The largest BPE within `budget` entries after `completions` add theirs: the BPE budget is scaled by how
     much they overshot or left unused. What the completions add is not monotonic in the BPE size (a smaller BPE
@@ -108,7 +136,7 @@ def _train_completed_bpe(
     floor = 300 - len(TAG_TOKENS)
     bpe_size, best = budget, None
     for _ in range(16):
-        tokenizer = _train_bpe(texts, bpe_size, min_frequency, digits_per_token)
+        tokenizer = (train or _train_bpe)(texts, bpe_size, min_frequency, digits_per_token)
         for complete in completions:
             tokenizer = complete(tokenizer)
         size = tokenizer.get_vocab_size()
@@ -124,19 +152,26 @@ def _train_completed_bpe(
     return best
 
 
-def _train_bpe(
-    texts: Sequence[str], vocab_size: int, min_frequency: int, digits_per_token: int = 1
-) -> Tokenizer:
-    tokenizer = Tokenizer(models.BPE())
-    pattern = _SPLIT_PATTERN
+def _pre_tokenizer(pattern: str, digits_per_token: int) -> pre_tokenizers.PreTokenizer:
     if digits_per_token > 1:
         pattern = pattern.replace(r"|\p{N}|", rf"|\p{{N}}{{1,{digits_per_token}}}|")
-    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+    return pre_tokenizers.Sequence(
         [
             pre_tokenizers.Split(Regex(pattern), behavior="isolated"),
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
         ]
     )
+
+
+def _train_bpe(
+    texts: Sequence[str],
+    vocab_size: int,
+    min_frequency: int,
+    digits_per_token: int = 1,
+    pattern: str = _SPLIT_PATTERN,
+) -> Tokenizer:
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = _pre_tokenizer(pattern, digits_per_token)
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
@@ -146,6 +181,54 @@ def _train_bpe(
         show_progress=False,
     )
     tokenizer.train_from_iterator(texts, trainer=trainer)
+    return tokenizer
+
+
+SPACE_LAST_SHARES = (0.06, 0.1, 0.15, 0.2, 0.25, 0.3)
+"""Shares of the budget tried for the word-start merges of `_train_space_last_bpe`."""
+
+
+def _train_space_last_bpe(
+    texts: Sequence[str], budget: int, min_frequency: int, digits_per_token: int
+) -> Tokenizer:
+    """BPE whose merges inside words are learned with the leading space split off, followed by one merge
+    (space, first piece) for the commonest first pieces. Merges apply lowest rank first, so a word's letters are
+    merged as they would be without the space before the space may join the first piece: " board" is
+    "Ġbo ard" (or "Ġ bo ard") exactly when "board" is "bo ard". Of the shares of the budget in
+    `SPACE_LAST_SHARES`, the one giving the fewest tokens on `texts` wins."""
+    bare = _train_bpe(texts, budget, min_frequency, digits_per_token, pattern=_BARE_WORD_PATTERN)
+    data, vocab, merges, _ = _bpe_parts(bare)
+    splitter = _pre_tokenizer(_SPLIT_PATTERN, digits_per_token)
+    counts: collections.Counter[str] = collections.Counter()
+    for text in texts:
+        counts.update(piece for piece, _ in splitter.pre_tokenize_str(text))
+    base = [token for token, token_id in sorted(vocab.items(), key=lambda item: item[1])
+            if token_id < len(vocab) - len(merges)]  # fmt: skip
+    best: tuple[int, list[str], list[tuple[str, str]]] | None = None
+    for share in SPACE_LAST_SHARES:
+        starts = int(share * budget)
+        kept = merges[: max(0, budget - len(base) - starts)]
+        model = models.BPE(vocab={t: i for i, t in enumerate(base + [a + b for a, b in kept])}, merges=kept)
+        first_pieces: collections.Counter[str] = collections.Counter()
+        total = 0
+        for piece, count in counts.items():
+            spaced_word = len(piece) > 1 and piece[0] == _SPACE and piece[1].isalpha()
+            tokens = [t.value for t in model.tokenize(piece[1:] if spaced_word else piece)]
+            total += count * (len(tokens) + spaced_word)
+            if spaced_word:
+                first_pieces[tokens[0]] += count
+        known = set(base).union(a + b for a, b in kept)
+        chosen = [(_SPACE, p) for p, c in first_pieces.most_common(starts)
+                  if c >= min_frequency and _SPACE + p not in known]  # fmt: skip
+        total -= sum(first_pieces[p] for _, p in chosen)
+        if best is None or total < best[0]:
+            best = (total, base + [a + b for a, b in kept + chosen], kept + chosen)
+    assert best is not None
+    _, tokens, chosen_merges = best
+    data["model"]["vocab"] = {token: token_id for token_id, token in enumerate(tokens)}
+    data["model"]["merges"] = [list(pair) for pair in chosen_merges]
+    tokenizer = Tokenizer.from_str(json.dumps(data))
+    tokenizer.pre_tokenizer = splitter
     return tokenizer
 
 

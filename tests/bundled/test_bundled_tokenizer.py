@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from switchyard.bundled.data import assign_rows, pack_examples, tokenize_example
 from switchyard.bundled.entities import HELDOUT_ENTITIES, TRAIN_ENTITIES
 from switchyard.bundled.example import Example
 from switchyard.bundled.tokenizer_training import (
+    WordStarts,
     _train_bpe,
     _train_completed_bpe,
     mirror_word_start_merges,
@@ -71,6 +73,33 @@ def _spaced_name_texts() -> list[str]:
     ]
 
 
+def _split_differently_bare(tokenizer: Tokenizer, words: list[str]) -> list[str]:
+    """Words whose pieces alone (as a JSON value starts) are not their pieces after a space (first one bare)."""
+    differ = []
+    for word in words:
+        spaced = tokenizer.encode(" " + word).tokens
+        bare = spaced[1:] if spaced[0] == "\u0120" else [spaced[0][1:], *spaced[1:]]
+        if tokenizer.encode(word).tokens != bare:
+            differ.append(word)
+    return differ
+
+
+def test_space_last_splits_every_word_alike_with_and_without_its_space(bundled_corpus: list[Example]) -> None:
+    texts = [render_chat(e.messages, e.tools).text for e in bundled_corpus]
+    space_last = train_tokenizer(texts, 1200, word_starts=WordStarts.SPACE_LAST)
+    learned = train_tokenizer(texts, 1200, word_starts=WordStarts.LEARNED)
+    assert 1100 <= space_last.get_vocab_size() <= 1200
+    words = sorted({w for t in texts[:300] for w in re.findall(r"[^\W\d_][\w.@-]*", t)})
+    words += [*HELDOUT_NAMES, "board game", "wool sweater", "alma.petrova@corp.org", "architect"]
+    assert _split_differently_bare(space_last, words) == []
+    assert len(_split_differently_bare(learned, words)) > 20
+    assert any(t.startswith("\u0120") and len(t) > 1 for t in space_last.get_vocab()), (
+        "spaced first pieces exist"
+    )
+    for text in [*texts[:50], '{"item": "board game"} and a board game', "tabs\tand  double  spaces"]:
+        assert space_last.decode(space_last.encode(text).ids, skip_special_tokens=False) == text
+
+
 def test_mirror_adds_the_bare_form_of_word_start_merges() -> None:
     texts = _spaced_name_texts()
     plain = _train_bpe(texts, 800, 2)
@@ -86,16 +115,16 @@ def test_mirror_adds_the_bare_form_of_word_start_merges() -> None:
 
 def test_mirrored_tokenizer_fits_its_vocab_size_and_can_be_turned_off() -> None:
     texts = _spaced_name_texts()
-    mirrored = train_tokenizer(texts, 900)
-    plain = train_tokenizer(texts, 900, mirror_word_starts=False)
+    mirrored = train_tokenizer(texts, 900, word_starts=WordStarts.MIRROR)
+    plain = train_tokenizer(texts, 900, word_starts=WordStarts.LEARNED)
     assert 850 <= mirrored.get_vocab_size() <= 900 and plain.get_vocab_size() <= 900
     assert len(_split_differently(mirrored, HELDOUT_NAMES)) < len(_split_differently(plain, HELDOUT_NAMES))
 
 
-@pytest.mark.parametrize("mirror", [True, False])
+@pytest.mark.parametrize("mirror", list(WordStarts))
 def test_digit_groups_make_every_group_one_token(bundled_corpus: list[Example], mirror: bool) -> None:
     texts = [render_chat(e.messages, e.tools).text for e in bundled_corpus[:200]]
-    grouped = train_tokenizer(texts, 1200, mirror_word_starts=mirror, digits_per_token=2)
+    grouped = train_tokenizer(texts, 1200, word_starts=mirror, digits_per_token=2)
     assert grouped.get_vocab_size() <= 1200
     for number in range(100):
         assert len(grouped.encode(f"{number:02d}").ids) == 1, number
@@ -104,7 +133,7 @@ def test_digit_groups_make_every_group_one_token(bundled_corpus: list[Example], 
     ]  # fmt: skip
     for text in [*texts[:20], "Order 123456789 at 3.14159, call 0042"]:
         assert grouped.decode(grouped.encode(text).ids, skip_special_tokens=False) == text
-    per_digit = train_tokenizer(texts, 1200, mirror_word_starts=mirror)
+    per_digit = train_tokenizer(texts, 1200, word_starts=mirror)
     assert per_digit.encode("4520").tokens == ["4", "5", "2", "0"]
     with pytest.raises(ValueError, match="digits_per_token"):
         train_tokenizer(texts, 1200, digits_per_token=4)

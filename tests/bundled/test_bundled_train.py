@@ -15,6 +15,7 @@ from tokenizers import Tokenizer
 from switchyard.bundled import DRAFT_MODEL, MAIN_MODEL
 from switchyard.bundled.data import pack_examples, tokenize_examples
 from switchyard.bundled.example import Example
+from switchyard.bundled.tokenizer_training import WordStarts
 from switchyard.bundled.train import (
     DRAFT_SHAPE,
     MAIN_SHAPE,
@@ -253,14 +254,16 @@ def test_mix_option_changes_the_corpus_shares_and_the_card_says_how_to_reproduce
     recipe = DefaultRecipe()
     assert "--mix" not in reproduce_command(recipe, 0, 90)
     changed = replace(
-        recipe, corpus_weights={**recipe.corpus_weights, Category.GROUNDED: 0.3}, mirror_word_starts=False
+        recipe,
+        corpus_weights={**recipe.corpus_weights, Category.GROUNDED: 0.3},
+        word_starts=WordStarts.LEARNED,
     )
     command = reproduce_command(changed, 3, 45)
     assert command.startswith("switchyard train-default --seed 3 --minutes 45 ")
-    assert command.endswith("--mix grounded=0.3 --plain-bpe")
+    assert command.endswith("--mix grounded=0.3 --word-starts learned")
     # The command parses back to the same recipe fields.
     args = build_parser().parse_args(command.split()[2:])
-    assert args.mix == {Category.GROUNDED: 0.3} and args.plain_bpe and args.seed == 3
+    assert args.mix == {Category.GROUNDED: 0.3} and args.word_starts == "learned" and args.seed == 3
 
 
 def test_group_and_row_length_options_keep_the_tokens_per_step_and_reproduce(capsys) -> None:
