@@ -92,8 +92,9 @@ def train_tokenizer(
     tokens included.
 
     Special tokens take ids 0..2 (<|endoftext|>, <|im_start|>, <|im_end|>); the tool tags take the last ids.
-    The mirror adds entries, so BPE is retrained with a budget scaled until the total fits. A small corpus
-    may yield fewer merges, hence fewer entries than asked for.
+    The mirror and digit groups add entries, so BPE is then retrained with a budget scaled until the total
+    fits; space last splits its budget between word merges and word starts itself. A small corpus may yield
+    fewer merges, hence fewer entries than asked for.
 
     `digits_per_token` > 1 cuts numbers into groups of that many digits from the left ("4520" -> "45|20",
     "401.4" -> "40|1|.|4") and gives every group its own token (110 entries for 2, 1110 for 3). Per-digit
