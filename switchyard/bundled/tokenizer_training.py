@@ -15,9 +15,9 @@ inside words with the space split off, then appends one merge (space, first piec
 pieces; BPE applies merges lowest rank first, so the letters are merged before the space may join, and the
 split is the same always. `WordStarts.MIRROR` (the earlier recipe) follows each merge (" A", B) with (A, B):
 the same split for most names (35 of 132 held-out names split differently at a 4k vocab without it, 1-2 with
-it), but not for common words that also occur bare, whose own merges fire first (26 of 300 held-out JSON
-extraction conversations had a value split differently, 26-34 by corpus; 0 with space last, which also
-needs 0.5% fewer tokens).
+it), but not for common words that also occur bare, whose own merges fire first (26-34 of 300 held-out JSON
+extraction conversations, by corpus, had a value split differently; 0 with space last, which also needs 0.5%
+fewer tokens).
 
 The control tokens (<|im_start|>, <|im_end|>, <|endoftext|>) are special: decoding with
 skip_special_tokens drops them. The tool tags (<tool_call>, </tool_call>, <tool_response>, </tool_response>)
@@ -123,36 +123,6 @@ def train_tokenizer(
     return tokenizer
 
 
-def _train_completed_bpe(
-    texts: Sequence[str],
-    budget: int,
-    min_frequency: int,
-    digits_per_token: int,
-    completions: Sequence[Callable[[Tokenizer], Tokenizer]],
-    train: Callable[[Sequence[str], int, int, int], Tokenizer] | None = None,
-) -> Tokenizer:
-    """The largest BPE within `budget` entries after `completions` add theirs: the BPE budget is scaled by how
-    much they overshot or left unused. What the completions add is not monotonic in the BPE size (a smaller BPE
-    may lack digit pairs a larger one learned), so an overshoot always shrinks the BPE by at least its size."""
-    floor = 300 - len(TAG_TOKENS)
-    bpe_size, best = budget, None
-    for _ in range(16):
-        tokenizer = (train or _train_bpe)(texts, bpe_size, min_frequency, digits_per_token)
-        for complete in completions:
-            tokenizer = complete(tokenizer)
-        size = tokenizer.get_vocab_size()
-        if size <= budget and (best is None or size > best.get_vocab_size()):
-            best = tokenizer
-        if budget - 8 <= size <= budget or (size > budget and bpe_size == floor):
-            break
-        scaled = int(bpe_size * budget / size)
-        bpe_size = max(floor, min(scaled, bpe_size - (size - budget)) if size > budget else scaled)
-    if best is None:
-        raise ValueError(f"a vocabulary of {budget + len(TAG_TOKENS)} entries cannot hold the byte alphabet, "
-                         "the mirrored merges and the digit groups; ask for a larger vocab_size")  # fmt: skip
-    return best
-
-
 def _pre_tokenizer(pattern: str, digits_per_token: int) -> pre_tokenizers.PreTokenizer:
     if digits_per_token > 1:
         pattern = pattern.replace(r"|\p{N}|", rf"|\p{{N}}{{1,{digits_per_token}}}|")
@@ -185,6 +155,36 @@ def _train_bpe(
     return tokenizer
 
 
+def _train_completed_bpe(
+    texts: Sequence[str],
+    budget: int,
+    min_frequency: int,
+    digits_per_token: int,
+    completions: Sequence[Callable[[Tokenizer], Tokenizer]],
+    train: Callable[[Sequence[str], int, int, int], Tokenizer] = _train_bpe,
+) -> Tokenizer:
+    """The largest BPE within `budget` entries after `completions` add theirs: the BPE budget is scaled by how
+    much they overshot or left unused. What the completions add is not monotonic in the BPE size (a smaller BPE
+    may lack digit pairs a larger one learned), so an overshoot always shrinks the BPE by at least its size."""
+    floor = 300 - len(TAG_TOKENS)
+    bpe_size, best = budget, None
+    for _ in range(16):
+        tokenizer = train(texts, bpe_size, min_frequency, digits_per_token)
+        for complete in completions:
+            tokenizer = complete(tokenizer)
+        size = tokenizer.get_vocab_size()
+        if size <= budget and (best is None or size > best.get_vocab_size()):
+            best = tokenizer
+        if budget - 8 <= size <= budget or (size > budget and bpe_size == floor):
+            break
+        scaled = int(bpe_size * budget / size)
+        bpe_size = max(floor, min(scaled, bpe_size - (size - budget)) if size > budget else scaled)
+    if best is None:
+        raise ValueError(f"a vocabulary of {budget + len(TAG_TOKENS)} entries cannot hold the byte alphabet, "
+                         "the mirrored merges and the digit groups; ask for a larger vocab_size")  # fmt: skip
+    return best
+
+
 SPACE_LAST_SHARES = (0.06, 0.1, 0.15, 0.2, 0.25, 0.3)
 """Shares of the budget tried for the word-start merges of `_train_space_last_bpe`."""
 
@@ -209,21 +209,22 @@ def _train_space_last_bpe(
     for share in SPACE_LAST_SHARES:
         starts = int(share * budget)
         kept = merges[: max(0, budget - len(base) - starts)]
-        model = models.BPE(vocab={t: i for i, t in enumerate(base + [a + b for a, b in kept])}, merges=kept)
+        tokens = base + [a + b for a, b in kept]
+        model = models.BPE(vocab={t: i for i, t in enumerate(tokens)}, merges=kept)
         first_pieces: collections.Counter[str] = collections.Counter()
         total = 0
         for piece, count in counts.items():
             spaced_word = len(piece) > 1 and piece[0] == _SPACE and piece[1].isalpha()
-            tokens = [t.value for t in model.tokenize(piece[1:] if spaced_word else piece)]
-            total += count * (len(tokens) + spaced_word)
+            pieces = [t.value for t in model.tokenize(piece[1:] if spaced_word else piece)]
+            total += count * (len(pieces) + spaced_word)
             if spaced_word:
-                first_pieces[tokens[0]] += count
-        known = set(base).union(a + b for a, b in kept)
+                first_pieces[pieces[0]] += count
+        known = set(tokens)
         chosen = [(_SPACE, p) for p, c in first_pieces.most_common(starts)
                   if c >= min_frequency and _SPACE + p not in known]  # fmt: skip
         total -= sum(first_pieces[p] for _, p in chosen)
         if best is None or total < best[0]:
-            best = (total, base + [a + b for a, b in kept + chosen], kept + chosen)
+            best = (total, tokens + [a + b for a, b in chosen], kept + chosen)
     assert best is not None
     _, tokens, chosen_merges = best
     data["model"]["vocab"] = {token: token_id for token_id, token in enumerate(tokens)}
