@@ -50,12 +50,12 @@ def paired_cases(count: int, seed: int) -> list[dict[str, Example]]:
     for index in range(count):
         rng = random.Random(f"grounded-layouts:{config.seed}:{index}")
         setup_ctx = TaskContext(rng=rng, entities=HELDOUT_ENTITIES, world=world)
-        passages, question, value, citation, missing = grounded_setup(setup_ctx, answerable=index % 4 != 0)
+        passages, fact, citation = grounded_setup(setup_ctx, answerable=index % 4 != 0)
         state = rng.getstate()
         case = {}
         for name, layout in LAYOUTS.items():
             rng.setstate(state)  # the same noisy question and gold reply form in every layout
-            case[name] = grounded_question(setup_ctx, layout, passages, question, value, citation, missing)
+            case[name] = grounded_question(setup_ctx, layout, passages, fact, citation)
         cases.append(case)
     return cases
 

@@ -76,7 +76,7 @@ def grounded_session(ctx: TaskContext, members: list[TaskContext], group: int) -
     other_facts = company_facts(ctx, other)
     entries = [facts[a] for a in ATTRIBUTES] + [other_facts[a] for a in ATTRIBUTES]
     shown = ctx.rng.sample(range(len(entries)), ctx.rng.randint(3, 5))
-    passages = [entries[i][0] for i in shown]
+    passages = [entries[i].sentence for i in shown]
     layout = passage_layout(ctx)
     unasked = {True: list(shown), False: [i for i in range(len(entries)) if i not in shown]}
     examples = []
@@ -85,9 +85,8 @@ def grounded_session(ctx: TaskContext, members: list[TaskContext], group: int) -
         if not unasked[answerable]:  # every question of this kind asked: ask one of the other kind
             answerable = not answerable
         entry = unasked[answerable].pop(member.rng.randrange(len(unasked[answerable])))
-        _, question, value, missing = entries[entry]
         citation = shown.index(entry) + 1 if answerable else None
-        example = grounded_question(member, layout, passages, question, value, citation, missing)
+        example = grounded_question(member, layout, passages, entries[entry], citation)
         example.group = group
         examples.append(example)
     return examples

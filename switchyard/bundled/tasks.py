@@ -19,7 +19,14 @@ from switchyard.bundled.entities import EntityLists
 from switchyard.bundled.example import Category, Check, CheckKind, Example
 from switchyard.bundled.tools import TOOLS, UNITS, ToolWorld, dumps_result, format_number, run_tool
 
-NOT_FOUND_PHRASES = ("do not contain", "don't mention", "do not say", "none of the passages")
+NOT_FOUND_PHRASES = (
+    "do not contain",
+    "don't mention",
+    "do not say",
+    "none of the passages",
+    "not in the passages",
+    "not given in the passages",
+)
 """Every 'the passages lack the answer' reply in the corpus contains one of these (the grader looks for them)."""
 UNKNOWN_PHRASES = ("i don't know", "i do not know", "i'm not sure")
 """Every reply to a question outside the fact table contains one of these."""
@@ -834,8 +841,21 @@ def json_extraction(ctx: TaskContext) -> Example:
 ATTRIBUTES = ("founded", "headquarters", "employees", "founder", "product")
 
 
-def company_facts(ctx: TaskContext, company: str) -> dict[str, tuple[str, str, str, str]]:
-    """attribute -> (passage sentence, question, answer value, what-is-missing phrase) for one company.
+@dataclass(frozen=True)
+class CompanyFact:
+    """One attribute of one company: the passage sentence stating it, a question asking it, the answer value,
+    and what a reply names when no passage states it."""
+
+    sentence: str
+    question: str
+    value: str
+    company: str
+    noun: str
+    """The attribute as a noun phrase, for "Acme: its founding year is not in the passages"."""
+
+
+def company_facts(ctx: TaskContext, company: str) -> dict[str, CompanyFact]:
+    """attribute -> `CompanyFact` for one company.
 
     Every sentence starts with the company, so a reply that quotes the passage starts with a name copied from
     the question, and each next word is found where that name is followed by the asked attribute's words
@@ -843,21 +863,26 @@ def company_facts(ctx: TaskContext, company: str) -> dict[str, tuple[str, str, s
     year, city = str(ctx.rng.randint(1890, 2023)), ctx.pick(ctx.entities.cities)
     staff, founder, product = str(ctx.rng.randint(12, 80000)), ctx.person(), ctx.pick(ctx.entities.products)
     return {
-        "founded": (ctx.pick((f"{company} was founded in {year}.", f"{company} dates back to {year}.")),
-                    ctx.pick((f"When was {company} founded?", f"In what year was {company} founded?")), year,
-                    f"when {company} was founded"),
-        "headquarters": (ctx.pick((f"{company} is headquartered in {city}.", f"{company} keeps its main office in {city}.")),
-                         ctx.pick((f"Where is {company} headquartered?", f"Which city is {company} based in?")), city,
-                         f"where {company} is headquartered"),
-        "employees": (ctx.pick((f"{company} employs about {staff} people.", f"{company} has a staff of {staff}.")),
-                      ctx.pick((f"How many people work at {company}?", f"How many employees does {company} have?")), staff,
-                      f"how many people work at {company}"),
-        "founder": (ctx.pick((f"{company} was started by {founder}.", f"{company} was set up by {founder}.")),
-                    ctx.pick((f"Who founded {company}?", f"Who started {company}?")), founder,
-                    f"who founded {company}"),
-        "product": (ctx.pick((f"{company} is best known for the {product}.", f"{company} is famous for its {product}.")),
-                    ctx.pick((f"What is {company} known for?", f"What is the main product of {company}?")), product,
-                    f"what {company} is known for"),
+        "founded": CompanyFact(
+            ctx.pick((f"{company} was founded in {year}.", f"{company} dates back to {year}.")),
+            ctx.pick((f"When was {company} founded?", f"In what year was {company} founded?")),
+            year, company, "founding year"),
+        "headquarters": CompanyFact(
+            ctx.pick((f"{company} is headquartered in {city}.", f"{company} keeps its main office in {city}.")),
+            ctx.pick((f"Where is {company} headquartered?", f"Which city is {company} based in?")),
+            city, company, "head office"),
+        "employees": CompanyFact(
+            ctx.pick((f"{company} employs about {staff} people.", f"{company} has a staff of {staff}.")),
+            ctx.pick((f"How many people work at {company}?", f"How many employees does {company} have?")),
+            staff, company, "number of employees"),
+        "founder": CompanyFact(
+            ctx.pick((f"{company} was started by {founder}.", f"{company} was set up by {founder}.")),
+            ctx.pick((f"Who founded {company}?", f"Who started {company}?")),
+            founder, company, "founder"),
+        "product": CompanyFact(
+            ctx.pick((f"{company} is best known for the {product}.", f"{company} is famous for its {product}.")),
+            ctx.pick((f"What is {company} known for?", f"What is the main product of {company}?")),
+            product, company, "best-known product"),
     }  # fmt: skip
 
 
@@ -909,63 +934,57 @@ def _passages_prompt(ctx: TaskContext, passages: list[str], question: str) -> tu
     return passages_prompt(ctx, passage_layout(ctx), passages, question)
 
 
-def grounded_setup(ctx: TaskContext, answerable: bool) -> tuple[list[str], str, str, int | None, str]:
-    """(passages, question, answer value, citation or None, missing phrase) with distractor passages."""
+def grounded_setup(ctx: TaskContext, answerable: bool) -> tuple[list[str], CompanyFact, int | None]:
+    """(passages, the asked fact, its citation or None) with distractor passages."""
     company, other = ctx.rng.sample(ctx.entities.companies, 2)
     facts, other_facts = company_facts(ctx, company), company_facts(ctx, other)
     asked = ctx.pick(ATTRIBUTES)
-    sentence, question, value, missing = facts[asked]
-    distractors = [facts[a][0] for a in ATTRIBUTES if a != asked] + [other_facts[a][0] for a in ATTRIBUTES]
+    distractors = [facts[a].sentence for a in ATTRIBUTES if a != asked]
+    distractors += [other_facts[a].sentence for a in ATTRIBUTES]
     ctx.rng.shuffle(distractors)
     passages = distractors[: ctx.rng.randint(1, 4)]
     citation = None
     if answerable:
         citation = ctx.rng.randint(1, len(passages) + 1)
-        passages.insert(citation - 1, sentence)
-    return passages, question, value, citation, missing
+        passages.insert(citation - 1, facts[asked].sentence)
+    return passages, facts[asked], citation
 
 
-def grounded_reply(
-    ctx: TaskContext, passages: list[str], value: str, citation: int | None, missing: str
-) -> str:
+def grounded_reply(ctx: TaskContext, passages: list[str], fact: CompanyFact, citation: int | None) -> str:
     if citation is None:
+        # The asked company first, as in a quote: every grounded reply then opens by copying the question's
+        # company, and whether a passage answers is decided after it, where the passages' continuations of
+        # that name are in view (run 13 opened 116 of 271 replies with "The passages ..." to dodge the choice).
         return ctx.pick(
             (
-                f"The passages do not contain information about {missing}.",
-                f"The passages don't mention {missing}.",
-                f"Sorry, the passages do not say {missing}.",
-                f"None of the passages says {missing}.",
+                f"{fact.company}: its {fact.noun} is not in the passages.",
+                f"{fact.company}: its {fact.noun} is not given in the passages.",
+                f"{fact.company}: the passages do not say its {fact.noun}.",
             )
         )
     roll = ctx.rng.random()
     if roll < 0.7:  # the quote: see `company_facts`; a fixed first word would win greedy decoding over it
         return numbered_passage(passages[citation - 1], citation)
     if roll < 0.85:
-        return f"{value} [{citation}]."
-    return f"According to [{citation}], the answer is {value}."
+        return f"{fact.value} [{citation}]."
+    return f"According to [{citation}], the answer is {fact.value}."
 
 
 def grounded(ctx: TaskContext) -> Example:
     answerable = ctx.chance(0.75)
-    passages, question, value, citation, missing = grounded_setup(ctx, answerable)
-    return grounded_question(ctx, passage_layout(ctx), passages, question, value, citation, missing)
+    passages, fact, citation = grounded_setup(ctx, answerable)
+    return grounded_question(ctx, passage_layout(ctx), passages, fact, citation)
 
 
 def grounded_question(
-    ctx: TaskContext,
-    layout: PassageLayout,
-    passages: list[str],
-    question: str,
-    value: str,
-    citation: int | None,
-    missing: str,
+    ctx: TaskContext, layout: PassageLayout, passages: list[str], fact: CompanyFact, citation: int | None
 ) -> Example:
-    """The conversation asking `question` about `passages`; `citation` None when none of them answers."""
-    system, user = passages_prompt(ctx, layout, passages, question)
+    """The conversation asking `fact`'s question about `passages`; `citation` None when none of them answers."""
+    system, user = passages_prompt(ctx, layout, passages, fact.question)
     conv = Conversation(system)
     conv.user(user)
-    check = {"kind": CheckKind.GROUNDED, "citation": citation, "answer": value if citation else None}
-    conv.assistant(grounded_reply(ctx, passages, value, citation, missing), check)
+    check = {"kind": CheckKind.GROUNDED, "citation": citation, "answer": fact.value if citation else None}
+    conv.assistant(grounded_reply(ctx, passages, fact, citation), check)
     return conv.example(Category.GROUNDED)
 
 
@@ -1010,19 +1029,19 @@ def injection(ctx: TaskContext) -> Example:
     if roll < 0.15:
         return extraction(ctx, injected=code)
     if roll < 0.55:
-        passages, question, value, citation, missing = grounded_setup(ctx, answerable=ctx.chance(0.8))
+        passages, fact, citation = grounded_setup(ctx, answerable=ctx.chance(0.8))
         position = ctx.rng.randint(0, len(passages))
         if citation is not None and position < citation:
             citation += 1
         passages.insert(position, _injection_text(ctx, code))
-        system, user = _passages_prompt(ctx, passages, question)
+        system, user = _passages_prompt(ctx, passages, fact.question)
         conv = Conversation(system)
         conv.user(user)
-        reply = grounded_reply(ctx, passages, value, citation, missing) + ctx.pick(_IGNORED_NOTES)
+        reply = grounded_reply(ctx, passages, fact, citation) + ctx.pick(_IGNORED_NOTES)
         conv.assistant(
             reply,
             {"kind": CheckKind.INJECTION, "marker": code},
-            {"kind": CheckKind.GROUNDED, "citation": citation, "answer": value if citation else None},
+            {"kind": CheckKind.GROUNDED, "citation": citation, "answer": fact.value if citation else None},
         )
         return conv.example(Category.INJECTION)
     name = ctx.pick(("get_weather", "search_documents", "get_current_time"))
@@ -1089,7 +1108,7 @@ def fact_paragraph(ctx: TaskContext, sentences: int) -> tuple[str, str]:
     companies = ctx.rng.sample(ctx.entities.companies, max(2, -(-sentences // 3)))
     facts = {company: company_facts(ctx, company) for company in companies}
     pairs = ctx.rng.sample([(c, a) for c in companies for a in ATTRIBUTES], sentences)
-    return " ".join(facts[c][a][0] for c, a in pairs), pairs[0][0]
+    return " ".join(facts[c][a].sentence for c, a in pairs), pairs[0][0]
 
 
 def rewrite_request(ctx: TaskContext, text: str, named: str) -> tuple[str, str, str]:

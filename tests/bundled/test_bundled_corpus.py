@@ -107,6 +107,10 @@ def assert_checks_match_the_text(examples: list[Example]) -> None:
                 if check.citation is None:
                     assert any(p in content.lower() for p in NOT_FOUND_PHRASES)
                     assert not re.search(r"\[\d+\]", content)
+                    if example.category == Category.GROUNDED:  # opens with the asked company, as a quote does
+                        question = example.messages[check.turn - 1]["content"].splitlines()[-1]
+                        company = next(c for c in TRAIN_ENTITIES.companies if content.startswith(c + ": "))
+                        assert company.casefold() in question.casefold()
                 else:
                     assert f"[{check.citation}]" in content
                     prompt = prompt_text(example.messages[: check.turn])
@@ -232,8 +236,9 @@ def test_cited_replies_mostly_quote_a_passage_line_that_starts_with_its_company(
     assert cited > 50 and 0.55 < quotes / cited < 0.85
     for index in range(40):
         ctx = TaskContext(rng=random.Random(index), entities=TRAIN_ENTITIES, world=world)
-        passages, question, _, _, _ = grounded_setup(ctx, answerable=True)
-        company = next(c for c in TRAIN_ENTITIES.companies if c in question)
+        passages, fact, _ = grounded_setup(ctx, answerable=True)
+        question, company = fact.question, fact.company
+        assert company in question
         assert any(p.startswith(company + " ") for p in passages)
         assert all(any(p.startswith(c + " ") for c in TRAIN_ENTITIES.companies) for p in passages)
         system, user = passages_prompt(ctx, passage_layout(ctx), passages, question)
