@@ -1,0 +1,139 @@
+"""The two choices a trained main model makes when it answers a grounded question (issue 4 diagnosis).
+
+Every grounded reply in the corpus that quotes a passage or says the passages lack the answer opens with the
+asked company's name, copied from the question; what follows the name decides between quoting a passage and
+"not in the passages". Teacher-forced on held-out grounded conversations, this reports:
+
+- the greedy first token of the reply: the asked company's first piece, another passage's company, or anything
+  else (a value, "According", "The"), and the mean probability of the asked and the other company;
+- after the asked company's name (teacher-forced through it): whether the next token continues the right way
+  ("quote" replies: the passage's next word; "not found" replies: the colon), or goes the other way.
+
+Usage: python benchmarks/grounded_choices.py --model <folder of switchyard-chat> [--cases 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import transformers
+from tokenizers import Tokenizer
+
+from switchyard.bundled.chat_format import render_chat
+from switchyard.bundled.corpus import generate_corpus, heldout_config
+from switchyard.bundled.entities import HELDOUT_ENTITIES
+from switchyard.bundled.example import Category, CheckKind
+
+PASSAGE_LINE = re.compile(r"^(.*) \[(\d+)\]\.$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class GroundedCase:
+    """One reply, rendered: token ids, where the reply starts, the asked company and the other companies."""
+
+    ids: list[int]
+    reply_start: int
+    after_company: int
+    """Index of the first reply token after the asked company's name."""
+    form: str
+    """'quote', 'not found' or 'other' (a value first, "According to [k]")."""
+    asked: int
+    others: frozenset[int]
+
+
+def grounded_cases(tokenizer: Tokenizer, count: int, seed: int) -> list[GroundedCase]:
+    cases: list[GroundedCase] = []
+    companies = sorted(
+        HELDOUT_ENTITIES.companies, key=len, reverse=True
+    )  # longest first: "Acme Labs" over "Acme"
+    for example in generate_corpus(heldout_config(size=count * 12, seed=seed)):
+        if example.category != Category.GROUNDED or example.checks[0].kind != CheckKind.GROUNDED:
+            continue
+        check = example.checks[0]
+        rendered = render_chat(example.messages[: check.turn + 1], example.tools)
+        start = rendered.assistant_spans[-1][0]
+        prompt, reply = rendered.text[:start], example.messages[check.turn]["content"]
+        question = prompt.rstrip().splitlines()[-2]  # the line before "<|im_start|>assistant"
+        asked = next((c for c in companies if c in question), None)
+        if asked is None or not reply.startswith(asked):
+            continue  # a reply that does not open with the company (a value first, "According to")
+        lines = dict((int(n), text) for text, n in PASSAGE_LINE.findall(prompt))
+        form = "not found" if check.citation is None else "quote"
+        encoding = tokenizer.encode(rendered.text, add_special_tokens=False)
+        reply_start = next(i for i, (s, _) in enumerate(encoding.offsets) if s >= start)
+        after = next(i for i, (s, _) in enumerate(encoding.offsets) if s >= start + len(asked))
+
+        def first_piece(text: str) -> int:
+            return tokenizer.encode(text, add_special_tokens=False).ids[0]
+
+        asked_id = encoding.ids[reply_start]
+        if asked_id != first_piece(asked):
+            continue  # the name's first piece merged with what follows it
+        others = frozenset(first_piece(t) for t in lines.values() if not t.startswith(asked)) - {asked_id}
+        cases.append(GroundedCase(encoding.ids, reply_start, after, form, asked_id, others))
+        if len(cases) >= count:
+            break
+    return cases
+
+
+def measure(model: torch.nn.Module, tokenizer: Tokenizer, cases: list[GroundedCase]) -> dict[str, object]:
+    colon = tokenizer.encode(":", add_special_tokens=False).ids[0]
+    first: collections.Counter[str] = collections.Counter()
+    second: dict[str, collections.Counter[str]] = {
+        "quote": collections.Counter(),
+        "not found": collections.Counter(),
+    }
+    p_asked = p_other = 0.0
+    with torch.no_grad():
+        for case in cases:
+            logits = model(torch.tensor([case.ids[: case.after_company + 1]])).logits[0].float()
+            probs = logits[case.reply_start - 1].softmax(-1)
+            p_asked += float(probs[case.asked])
+            p_other += float(probs[list(case.others)].sum()) if case.others else 0.0
+            top = int(probs.argmax())
+            first[
+                "asked company" if top == case.asked else "other company" if top in case.others else "other"
+            ] += 1
+            nxt = int(logits[case.after_company - 1].argmax())
+            gold = case.ids[case.after_company]
+            if nxt == gold:
+                second[case.form]["right"] += 1
+            elif case.form == "quote" and nxt == colon:
+                second[case.form]["said not found"] += 1
+            elif case.form == "not found" and nxt != colon:
+                second[case.form]["went on to quote"] += 1
+            else:
+                second[case.form]["other"] += 1
+    n = max(len(cases), 1)
+    return {
+        "cases": len(cases),
+        "first_token": dict(first),
+        "p_asked": round(p_asked / n, 3),
+        "p_other": round(p_other / n, 3),
+        "after_company": {form: dict(counts) for form, counts in second.items()},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--model", type=Path, required=True, help="folder of a trained main model")
+    parser.add_argument("--cases", type=int, default=300, help="grounded replies that open with the company")
+    parser.add_argument("--seed", type=int, default=0, help="training seed the held-out corpus derives from")
+    args = parser.parse_args(argv)
+    tokenizer = Tokenizer.from_file(str(args.model / "tokenizer.json"))
+    model = transformers.AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32).eval()
+    print(json.dumps(measure(model, tokenizer, grounded_cases(tokenizer, args.cases, args.seed)), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
