@@ -114,7 +114,15 @@ def _is_non_claim(sentence: str) -> bool:
     """Sentences that assert nothing checkable (e.g. "The passages do not say.") need no citation."""
     lowered = sentence.lower()
     return sentence.endswith("?") or any(
-        phrase in lowered for phrase in ("do not contain", "does not say", "do not say", "not mentioned")
+        phrase in lowered
+        for phrase in (
+            "do not contain",
+            "does not say",
+            "do not say",
+            "not mentioned",
+            "not in the passages",
+            "not given in the passages",
+        )
     )
 
 
