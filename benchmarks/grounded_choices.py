@@ -43,16 +43,18 @@ class GroundedCase:
     after_company: int
     """Index of the first reply token after the asked company's name."""
     form: str
-    """'quote', 'not found' or 'other' (a value first, "According to [k]")."""
+    """'quote' or 'not found' (replies that open with a value or "According to [k]" are left out)."""
     asked: int
     others: frozenset[int]
 
 
 def grounded_cases(tokenizer: Tokenizer, count: int, seed: int) -> list[GroundedCase]:
+    def first_piece(text: str) -> int:
+        return tokenizer.encode(text, add_special_tokens=False).ids[0]
+
     cases: list[GroundedCase] = []
-    companies = sorted(
-        HELDOUT_ENTITIES.companies, key=len, reverse=True
-    )  # longest first: "Acme Labs" over "Acme"
+    # longest first: "Acme Labs" over "Acme"
+    companies = sorted(HELDOUT_ENTITIES.companies, key=len, reverse=True)
     for example in generate_corpus(heldout_config(size=count * 12, seed=seed)):
         if example.category != Category.GROUNDED or example.checks[0].kind != CheckKind.GROUNDED:
             continue
@@ -64,15 +66,11 @@ def grounded_cases(tokenizer: Tokenizer, count: int, seed: int) -> list[Grounded
         asked = next((c for c in companies if c in question), None)
         if asked is None or not reply.startswith(asked):
             continue  # a reply that does not open with the company (a value first, "According to")
-        lines = dict((int(n), text) for text, n in PASSAGE_LINE.findall(prompt))
+        lines = {int(n): text for text, n in PASSAGE_LINE.findall(prompt)}
         form = "not found" if check.citation is None else "quote"
         encoding = tokenizer.encode(rendered.text, add_special_tokens=False)
         reply_start = next(i for i, (s, _) in enumerate(encoding.offsets) if s >= start)
         after = next(i for i, (s, _) in enumerate(encoding.offsets) if s >= start + len(asked))
-
-        def first_piece(text: str) -> int:
-            return tokenizer.encode(text, add_special_tokens=False).ids[0]
-
         asked_id = encoding.ids[reply_start]
         if asked_id != first_piece(asked):
             continue  # the name's first piece merged with what follows it
