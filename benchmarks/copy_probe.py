@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import re
 import time
@@ -44,6 +45,7 @@ from switchyard.bundled.train import (
     build_guarded_model,
     make_optimizer,
     padded_vocab_size,
+    pointer_supervision,
 )
 
 
@@ -165,6 +167,8 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=None)
     parser.add_argument("--bigram-dims", type=int, default=None, help="override the recipe's bigram_dims")
     parser.add_argument("--context-loss-weight", type=float, default=0.0)
+    parser.add_argument("--pointer-weight", type=float, default=0.0,
+                        help="copy-start attention loss on the locator heads (the recipe's is 0.1)")  # fmt: skip
     parser.add_argument("--word-starts", choices=[w.value for w in WordStarts], default=None,
                         help="the tokenizer's word-start merges (default: the recipe's)")  # fmt: skip
     args = parser.parse_args()
@@ -193,9 +197,11 @@ def main() -> None:
                 () if args.locator_layers == "none" else tuple(int(x) for x in args.locator_layers.split(","))
             )
         induction = replace(induction, locator_layers=layers, locator_strength=args.locator_strength)
+    variants = SpaceVariants.from_vocab(tokenizer.get_vocab())
     model, guard = build_guarded_model(MAIN_SHAPE, padded_vocab_size(tokenizer), tokenizer.token_to_id(IM_END),
-                                       tokenizer.token_to_id(ENDOFTEXT), 0, induction,
-                                       SpaceVariants.from_vocab(tokenizer.get_vocab()))  # fmt: skip
+                                       tokenizer.token_to_id(ENDOFTEXT), 0, induction, variants)  # fmt: skip
+    pointer = pointer_supervision(replace(recipe, pointer_weight=args.pointer_weight), MAIN_SHAPE, induction,
+                                  padded_vocab_size(tokenizer), variants, tokenizer)  # fmt: skip
     # the full run's early learning rate, not a short cosine
     config = replace(recipe.main, max_steps=4000, lr=args.lr or recipe.main.lr)
     optimizer = make_optimizer(model, config)
@@ -209,17 +215,28 @@ def main() -> None:
         return evaluate(model, held, common, opens, quotes) | company_choice_rates(model, choices)
 
     print(json.dumps({"step": 0, "grounded_questions": len(choices)} | measure()), flush=True)
-    started, losses = time.monotonic(), []
+    started, losses, pointer_losses = time.monotonic(), [], []
     for step in range(args.steps):
         index = batch_rows(rows.num_rows, config.batch_rows, step, 0)
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            loss = assistant_loss(model, rows.input_ids[index], rows.position_ids[index], rows.labels[index],
-                                  args.context_loss_weight, rows.row_tokens[index])  # fmt: skip
+        ids, positions, labels = rows.input_ids[index], rows.position_ids[index], rows.labels[index]
+        with (
+            torch.autocast("cpu", dtype=torch.bfloat16),
+            pointer.capture(model) if pointer is not None else contextlib.nullcontext({}) as captured,
+        ):
+            loss = assistant_loss(
+                model, ids, positions, labels, args.context_loss_weight, rows.row_tokens[index]
+            )
+            losses.append(float(loss.detach()))
+            if pointer is not None:
+                pointer_loss = pointer.loss(model, captured, pointer.targets(ids, positions, labels))
+                pointer_losses.append(float(pointer_loss.detach()))
+                loss = loss + pointer.weight * pointer_loss
         apply_update(model, loss, optimizer, scheduler, config.grad_clip, guard)
-        losses.append(float(loss.detach()))
         if (step + 1) % args.report_every == 0 or step + 1 == args.steps:
             report = {"step": step + 1, "loss": round(sum(losses[-20:]) / len(losses[-20:]), 3),
                       "seconds": round(time.monotonic() - started)}  # fmt: skip
+            if pointer_losses:
+                report["pointer_loss"] = round(sum(pointer_losses[-20:]) / len(pointer_losses[-20:]), 3)
             print(json.dumps(report | measure()), flush=True)
     for hook in hooks:
         hook.remove()

@@ -7,7 +7,10 @@ asked company's name, copied from the question; what follows the name decides be
 - the greedy first token of the reply: the asked company's first piece, another passage's company, or anything
   else (a value, "According", "The"), and the mean probability of the asked and the other company;
 - after the asked company's name (teacher-forced through it): whether the next token continues the right way
-  ("quote" replies: the passage's next word; "not found" replies: the colon), or goes the other way.
+  ("quote" replies: the passage's next word; "not found" replies: the colon), or goes the other way;
+- where the heads look from the reply's first position: for each head that puts at least 5% of its attention
+  on company pieces, the mean mass on the asked company's first piece (in the question and the passages) and on
+  the other companies' (the wired induction head is layer 1's head 0, locator heads the last kv head's queries).
 
 Usage: python benchmarks/grounded_choices.py --model <folder of switchyard-chat> [--cases 300]
 """
@@ -89,9 +92,19 @@ def measure(model: torch.nn.Module, tokenizer: Tokenizer, cases: list[GroundedCa
         "not found": collections.Counter(),
     }
     p_asked = p_other = 0.0
+    mass: collections.defaultdict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0.0])
     with torch.no_grad():
         for case in cases:
-            logits = model(torch.tensor([case.ids[: case.after_company + 1]])).logits[0].float()
+            out = model(torch.tensor([case.ids[: case.after_company + 1]]), output_attentions=True)
+            logits = out.logits[0].float()
+            prompt = torch.tensor(case.ids[: case.reply_start])
+            on_asked = prompt == case.asked
+            on_other = torch.isin(prompt, torch.tensor(sorted(case.others), dtype=torch.long))
+            for layer, attention in enumerate(out.attentions):
+                rows = attention[0, :, case.reply_start - 1, : case.reply_start].float()
+                for head, row in enumerate(rows):
+                    mass[f"L{layer}H{head}"][0] += float(row[on_asked].sum())
+                    mass[f"L{layer}H{head}"][1] += float(row[on_other].sum())
             probs = logits[case.reply_start - 1].softmax(-1)
             p_asked += float(probs[case.asked])
             p_other += float(probs[list(case.others)].sum()) if case.others else 0.0
@@ -116,6 +129,11 @@ def measure(model: torch.nn.Module, tokenizer: Tokenizer, cases: list[GroundedCa
         "p_asked": round(p_asked / n, 3),
         "p_other": round(p_other / n, 3),
         "after_company": {form: dict(counts) for form, counts in second.items()},
+        "reply_start_attention": {
+            head: {"asked": round(asked / n, 3), "other": round(other / n, 3)}
+            for head, (asked, other) in mass.items()
+            if (asked + other) / n >= 0.05
+        },
     }
 
 
@@ -128,7 +146,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="training seed the held-out corpus derives from")
     args = parser.parse_args(argv)
     tokenizer = Tokenizer.from_file(str(args.model / "tokenizer.json"))
-    model = transformers.AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32).eval()
+    model = transformers.AutoModelForCausalLM.from_pretrained(
+        args.model,
+        dtype=torch.float32,
+        attn_implementation="eager",  # eager: attention weights
+    ).eval()
     print(json.dumps(measure(model, tokenizer, grounded_cases(tokenizer, args.cases, args.seed)), indent=1))
     return 0
 

@@ -1,0 +1,196 @@
+"""Teach the main model's locator heads where a copy starts, by supervising their attention.
+
+A grounded reply opens with the asked company's name, a JSON value or a tool argument with the first piece of a
+span found somewhere in the prompt. The wired induction head continues a copy once it has started, but it has
+nothing to match at the start: at the reply's first token it reads the "\\n" after "assistant" and attends to
+whatever follows similar line ends, which in a grounded prompt is a passage line's company, blind to the
+question (run 15, attention of layer 1's wired head at the reply start: 0.46 of it on the asked company's
+pieces, 0.40 on the other company's). Finding the start is what the locator heads (`InductionInit.locator_layers`:
+copy-valued heads with learned attention) are for, and the language-model loss teaches them slowly: it reaches
+a locator's query and key only through the logit of the one token it copies.
+
+The corpus knows where each copy comes from, so this loss says it directly. A *copy start* is a reply token
+whose next token too continues a span of the conversation before it (two tokens, compared through
+`canonical` ids so a spaced piece matches its bare form), while the token before it does not (the induction
+head already continues such spans). The query that predicts it should attend to the span's earlier starts; the
+loss is the negative log of the attention mass one query head of each supervised layer puts there, among the
+keys that query sees. Nothing changes at inference: the heads only learn sooner where to look.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from switchyard.bundled.data import IGNORE_INDEX
+
+
+@dataclass(frozen=True)
+class PointerTargets:
+    """Supervised queries of one batch: row, query column, the keys it sees and the copy's sources."""
+
+    rows: torch.Tensor
+    queries: torch.Tensor
+    visible: torch.Tensor
+    """[n, row_len] bool."""
+    sources: torch.Tensor
+    """[n, row_len] bool, a subset of `visible`."""
+
+    @property
+    def count(self) -> int:
+        return int(self.rows.numel())
+
+
+@dataclass(frozen=True)
+class PointerSupervision:
+    """Which heads learn copy starts, how strongly, and how tokens compare."""
+
+    layers: tuple[int, ...]
+    head: int
+    """Query head (in each of `layers`) whose attention is supervised: one of the locator group, so the head
+    that learns where a copy starts is one whose value and output already copy."""
+    weight: float
+    canonical: torch.Tensor
+    """Token id -> the id it is compared as (spaced pieces as their bare form)."""
+    excluded: frozenset[int] = frozenset()
+    """Tokens never supervised as a copy start (chat control and tag tokens)."""
+    max_sources: int = 8
+    """Spans found more often than this are boilerplate (schema keys, punctuation), not a lookup."""
+
+    @classmethod
+    def for_vocab(
+        cls,
+        layers: tuple[int, ...],
+        head: int,
+        weight: float,
+        vocab_size: int,
+        space_pairs: list[tuple[int, int]],
+        excluded: frozenset[int] = frozenset(),
+    ) -> PointerSupervision:
+        canonical = torch.arange(vocab_size)
+        for spaced, bare in space_pairs:
+            canonical[spaced] = bare
+        return cls(layers, head, weight, canonical, excluded)
+
+    def targets(
+        self, input_ids: torch.Tensor, position_ids: torch.Tensor, labels: torch.Tensor
+    ) -> PointerTargets:
+        """Copy starts of the reply tokens in a batch of packed rows (shared-prefix continuations see their
+        group's prefix, as in `packed_attention`)."""
+        batch, length = input_ids.shape
+        canon = self.canonical[input_ids].tolist()
+        assistant = (labels != IGNORE_INDEX).tolist()
+        positions = position_ids.tolist()
+        rows: list[int] = []
+        queries: list[int] = []
+        visible_sets: list[list[int]] = []
+        source_sets: list[list[int]] = []
+        for row in range(batch):
+            tokens, replies, pos = canon[row], assistant[row], positions[row]
+            root = 0
+            starts = [c for c in range(length) if c == 0 or pos[c] != pos[c - 1] + 1] + [length]
+            for start, end in itertools.pairwise(starts):
+                prefix = pos[start]
+                if prefix == 0:
+                    root = start
+                conversation = list(range(root, root + prefix)) + list(range(start, end))
+                for query, visible, sources in self._row_starts(tokens, replies, conversation):
+                    rows.append(row)
+                    queries.append(query)
+                    visible_sets.append(visible)
+                    source_sets.append(sources)
+        visible_mask = torch.zeros(len(rows), length, dtype=torch.bool)
+        source_mask = torch.zeros(len(rows), length, dtype=torch.bool)
+        for index, (visible, sources) in enumerate(zip(visible_sets, source_sets, strict=True)):
+            visible_mask[index, visible] = True
+            source_mask[index, sources] = True
+        return PointerTargets(torch.tensor(rows, dtype=torch.long), torch.tensor(queries, dtype=torch.long),
+                              visible_mask, source_mask)  # fmt: skip
+
+    def _row_starts(
+        self, tokens: list[int], replies: list[bool], conversation: list[int]
+    ) -> Iterator[tuple[int, list[int], list[int]]]:
+        """(query column, visible columns, source columns) for each copy start of one conversation, given as
+        the row columns it reads in order."""
+        seen: dict[tuple[int, int], list[int]] = collections.defaultdict(list)
+        for k in range(1, len(conversation) - 1):
+            if k >= 2:  # bigrams wholly before the query at k - 1
+                seen[(tokens[conversation[k - 2]], tokens[conversation[k - 1]])].append(k - 2)
+            here, after = conversation[k], conversation[k + 1]
+            if not (replies[here] and replies[after]) or tokens[here] in self.excluded:
+                continue
+            if (tokens[conversation[k - 1]], tokens[here]) in seen:
+                continue  # the induction head continues this span
+            found = seen.get((tokens[here], tokens[after]))
+            if not found or len(found) > self.max_sources:
+                continue
+            yield conversation[k - 1], conversation[:k], [conversation[m] for m in found]
+
+    @contextmanager
+    def capture(self, model: Any) -> Iterator[dict[int, tuple[torch.Tensor, tuple[torch.Tensor, ...]]]]:
+        """While open, each supervised layer's attention input (normed hidden states, RoPE cos/sin) of the
+        forward passes run inside it, keyed by layer."""
+        captured: dict[int, tuple[torch.Tensor, tuple[torch.Tensor, ...]]] = {}
+
+        def hook(layer: int) -> Any:
+            def keep(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+                captured[layer] = (kwargs["hidden_states"], kwargs["position_embeddings"])
+
+            return keep
+
+        handles = [
+            model.model.layers[layer].self_attn.register_forward_pre_hook(hook(layer), with_kwargs=True)
+            for layer in self.layers
+        ]
+        try:
+            yield captured
+        finally:
+            for handle in handles:
+                handle.remove()
+
+    def loss(
+        self,
+        model: Any,
+        captured: dict[int, tuple[torch.Tensor, tuple[torch.Tensor, ...]]],
+        targets: PointerTargets,
+    ) -> torch.Tensor:
+        """Mean over supervised layers and queries of -log(attention mass on the sources)."""
+        if targets.count == 0:
+            return torch.zeros((), device=model.lm_head.weight.device)
+        config = model.config
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        group = config.num_attention_heads // config.num_key_value_heads
+        kv = self.head // group
+        losses = []
+        for layer in self.layers:
+            hidden, (cos, sin) = captured[layer]
+            attn = model.model.layers[layer].self_attn
+            query_weight = attn.q_proj.weight[self.head * head_dim : (self.head + 1) * head_dim]
+            key_weight = attn.k_proj.weight[kv * head_dim : (kv + 1) * head_dim]
+            rows, columns = targets.rows, targets.queries
+            query = _rotate(
+                torch.nn.functional.linear(hidden[rows, columns], query_weight),
+                cos[rows, columns],
+                sin[rows, columns],
+            )
+            keys = _rotate(torch.nn.functional.linear(hidden, key_weight), cos, sin)  # [batch, tokens, dim]
+            # every query against every row's keys is a small product; keep each query's own row
+            scores = (query.float() @ keys.flatten(0, 1).float().T).view(len(rows), *keys.shape[:2])
+            scores = scores[torch.arange(len(rows)), rows] * attn.scaling
+            scores = scores.masked_fill(~targets.visible, float("-inf"))
+            on_sources = scores.masked_fill(~targets.sources, float("-inf"))
+            losses.append((scores.logsumexp(-1) - on_sources.logsumexp(-1)).mean())
+        return torch.stack(losses).mean()
+
+
+def _rotate(states: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """RoPE as transformers' Llama applies it (rotate-half convention)."""
+    half = states.shape[-1] // 2
+    rotated = torch.cat([-states[..., half:], states[..., :half]], dim=-1)
+    return states * cos.to(states.dtype) + rotated * sin.to(states.dtype)
