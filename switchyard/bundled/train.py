@@ -681,7 +681,9 @@ class DefaultRecipe:
     copied-span starts 0.59 against 0.54; a small gain at that horizon."""
     pointer_weight: float = 0.1
     """Weight of the copy-start attention loss (`pointer_loss`) on the first query head of each locator layer,
-    next to the language-model loss's 1.0; 0 leaves the locators to the language-model loss alone."""
+    next to the language-model loss's 1.0; 0 leaves the locators to the language-model loss alone. Run 16 against
+    run 15 on the 1200-conversation gate: grounded 0.343 -> 0.417, JSON 0.559 -> 0.645, arguments 0.758 ->
+    0.857, and a grounded reply's first token names the asked company 226 of 300 times, not 158 (RESULTS.md)."""
 
 
 def with_row_len(recipe: DefaultRecipe, row_len: int) -> DefaultRecipe:

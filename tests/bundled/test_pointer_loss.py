@@ -133,3 +133,17 @@ def test_training_with_it_teaches_the_locator_head_where_copies_start(
     # without locator heads there is nothing to supervise
     assert pointer_supervision(recipe, shape, replace(induction, locator_layers=()), vocab, variants,
                                bundled_tokenizer) is None  # fmt: skip
+
+
+def test_contested_continuations_point_at_the_source_that_goes_on_longest() -> None:
+    # prompt: 1 A B 2 3 9 | A B 4 5 9 ; reply: 6 A B 4 5 7. After "A B" the prompt goes on with 2 and with 4:
+    # the reply's 4 is contested, and its source is the 4 at column 8, not only "a place after A B".
+    a, b = 10, 11
+    tokens = [1, a, b, 2, 3, 9, a, b, 4, 5, 9, 6, a, b, 4, 5, 7]
+    batch = _batch(tokens, reply_from=11)
+    plain = _supervision().targets(*batch)
+    assert plain.queries.tolist() == [11]  # the copy start only
+    targets = replace(_supervision(), continuations=True).targets(*batch)
+    assert targets.queries.tolist() == [11, 13]
+    assert targets.sources[0].nonzero().flatten().tolist() == [1, 6]
+    assert targets.sources[1].nonzero().flatten().tolist() == [8]
