@@ -412,7 +412,6 @@ def train_model(
         while step < schedule.total:
             index = batch_rows(rows.num_rows, config.batch_rows, step, config.seed)
             input_ids, labels, positions = rows.input_ids[index], rows.labels[index], rows.position_ids[index]
-            targets = pointer.targets(input_ids, positions, labels) if pointer is not None else None
             with (
                 torch.autocast("cpu", dtype=torch.bfloat16, enabled=config.bf16_autocast),
                 pointer.capture(model) if pointer is not None else contextlib.nullcontext({}) as captured,
@@ -421,8 +420,10 @@ def train_model(
                     model, input_ids, positions, labels, config.context_loss_weight, rows.row_tokens[index]
                 )
                 loss = lm_loss
-                if pointer is not None and targets is not None:
-                    pointer_loss = pointer.loss(model, captured, targets)
+                if pointer is not None:
+                    pointer_loss = pointer.loss(
+                        model, captured, pointer.targets(input_ids, positions, labels)
+                    )
                     pointer_losses.append(float(pointer_loss.detach()))
                     loss = lm_loss + pointer.weight * pointer_loss
             apply_update(model, loss, optimizer, scheduler, config.grad_clip, guard)
