@@ -859,21 +859,25 @@ def company_facts(ctx: TaskContext, company: str) -> dict[str, CompanyFact]:
 
     Every sentence starts with the company, so a reply that quotes the passage starts with a name copied from
     the question, and each next word is found where that name is followed by the asked attribute's words
-    (an induction step, which the small model does well), not by first deciding which passage to quote."""
+    (an induction step, which the small model does well), not by first deciding which passage to quote.
+
+    Every question ends on the company, so the question's word after the name is "?" or ".", never one a reply
+    goes on with: with the name copied from the question, run 16 went on with the question's next word
+    ("Acme headquartered") in 44 of its 117 wrong continuations after the name."""
     year, city = str(ctx.rng.randint(1890, 2023)), ctx.pick(ctx.entities.cities)
     staff, founder, product = str(ctx.rng.randint(12, 80000)), ctx.person(), ctx.pick(ctx.entities.products)
     return {
         "founded": CompanyFact(
             ctx.pick((f"{company} was founded in {year}.", f"{company} dates back to {year}.")),
-            ctx.pick((f"When was {company} founded?", f"In what year was {company} founded?")),
+            ctx.pick((f"What is the founding year of {company}?", f"Tell me the founding year of {company}.")),
             year, company, "founding year"),
         "headquarters": CompanyFact(
             ctx.pick((f"{company} is headquartered in {city}.", f"{company} keeps its main office in {city}.")),
-            ctx.pick((f"Where is {company} headquartered?", f"Which city is {company} based in?")),
+            ctx.pick((f"Where is the head office of {company}?", f"Which city is home to {company}?")),
             city, company, "head office"),
         "employees": CompanyFact(
             ctx.pick((f"{company} employs about {staff} people.", f"{company} has a staff of {staff}.")),
-            ctx.pick((f"How many people work at {company}?", f"How many employees does {company} have?")),
+            ctx.pick((f"How many people work at {company}?", f"How many employees are there at {company}?")),
             staff, company, "number of employees"),
         "founder": CompanyFact(
             ctx.pick((f"{company} was started by {founder}.", f"{company} was set up by {founder}.")),
@@ -881,7 +885,7 @@ def company_facts(ctx: TaskContext, company: str) -> dict[str, CompanyFact]:
             founder, company, "founder"),
         "product": CompanyFact(
             ctx.pick((f"{company} is best known for the {product}.", f"{company} is famous for its {product}.")),
-            ctx.pick((f"What is {company} known for?", f"What is the main product of {company}?")),
+            ctx.pick((f"What is the best-known product of {company}?", f"What is the main product of {company}?")),
             product, company, "best-known product"),
     }  # fmt: skip
 
