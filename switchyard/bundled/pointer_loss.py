@@ -29,6 +29,8 @@ from typing import Any
 import torch
 
 from switchyard.bundled.data import IGNORE_INDEX
+from switchyard.bundled.packed_attention import packed_segments
+from switchyard.models.rope import apply_rotary
 
 
 @dataclass(frozen=True)
@@ -88,30 +90,30 @@ class PointerSupervision:
     def targets(
         self, input_ids: torch.Tensor, position_ids: torch.Tensor, labels: torch.Tensor
     ) -> PointerTargets:
-        """Copy starts of the reply tokens in a batch of packed rows (shared-prefix continuations see their
-        group's prefix, as in `packed_attention`)."""
-        batch, length = input_ids.shape
+        """Supervised reply tokens of a batch of packed rows, segmented as `packed_attention` attends
+        (shared-prefix continuations see their group's prefix)."""
+        length = input_ids.shape[1]
         canon = self.canonical[input_ids].tolist()
         assistant = (labels != IGNORE_INDEX).tolist()
-        positions = position_ids.tolist()
+        segments = packed_segments(position_ids)
         rows: list[int] = []
         queries: list[int] = []
         visible_sets: list[list[int]] = []
         source_sets: list[list[int]] = []
-        for row in range(batch):
-            tokens, replies, pos = canon[row], assistant[row], positions[row]
-            root = 0
-            starts = [c for c in range(length) if c == 0 or pos[c] != pos[c - 1] + 1] + [length]
-            for start, end in itertools.pairwise(starts):
-                prefix = pos[start]
-                if prefix == 0:
-                    root = start
-                conversation = list(range(root, root + prefix)) + list(range(start, end))
-                for query, visible, sources in self._conversation_targets(tokens, replies, conversation):
-                    rows.append(row)
-                    queries.append(query)
-                    visible_sets.append(visible)
-                    source_sets.append(sources)
+        root = 0
+        starts = itertools.accumulate(segments.lengths[:-1], initial=0)
+        for flat_start, size, prefix in zip(starts, segments.lengths, segments.prefixes, strict=True):
+            row, start = divmod(flat_start, length)
+            if prefix == 0:
+                root = start
+            conversation = list(range(root, root + prefix)) + list(range(start, start + size))
+            for query, visible, sources in self._conversation_targets(
+                canon[row], assistant[row], conversation
+            ):
+                rows.append(row)
+                queries.append(query)
+                visible_sets.append(visible)
+                source_sets.append(sources)
         visible_mask = torch.zeros(len(rows), length, dtype=torch.bool)
         source_mask = torch.zeros(len(rows), length, dtype=torch.bool)
         for index, (visible, sources) in enumerate(zip(visible_sets, source_sets, strict=True)):
@@ -217,12 +219,12 @@ class PointerSupervision:
             query_weight = attn.q_proj.weight[self.head * head_dim : (self.head + 1) * head_dim]
             key_weight = attn.k_proj.weight[kv * head_dim : (kv + 1) * head_dim]
             rows, columns = targets.rows, targets.queries
-            query = _rotate(
-                torch.nn.functional.linear(hidden[rows, columns], query_weight),
-                cos[rows, columns],
-                sin[rows, columns],
+            query = torch.nn.functional.linear(hidden[rows, columns], query_weight)
+            query = apply_rotary(
+                query, cos[rows, columns].to(query.dtype), sin[rows, columns].to(query.dtype)
             )
-            keys = _rotate(torch.nn.functional.linear(hidden, key_weight), cos, sin)  # [batch, tokens, dim]
+            keys = torch.nn.functional.linear(hidden, key_weight)  # [batch, tokens, dim]
+            keys = apply_rotary(keys, cos.to(keys.dtype), sin.to(keys.dtype))
             # every query against every row's keys is a small product; keep each query's own row
             scores = (query.float() @ keys.flatten(0, 1).float().T).view(len(rows), *keys.shape[:2])
             scores = scores[torch.arange(len(rows)), rows] * attn.scaling
@@ -230,10 +232,3 @@ class PointerSupervision:
             on_sources = scores.masked_fill(~targets.sources, float("-inf"))
             losses.append((scores.logsumexp(-1) - on_sources.logsumexp(-1)).mean())
         return torch.stack(losses).mean()
-
-
-def _rotate(states: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """RoPE as transformers' Llama applies it (rotate-half convention)."""
-    half = states.shape[-1] // 2
-    rotated = torch.cat([-states[..., half:], states[..., :half]], dim=-1)
-    return states * cos.to(states.dtype) + rotated * sin.to(states.dtype)
