@@ -7,7 +7,8 @@ asked company's name, copied from the question; what follows the name decides be
 - the greedy first token of the reply: the asked company's first piece, another passage's company, or anything
   else (a value, "According", "The"), and the mean probability of the asked and the other company;
 - after the asked company's name (teacher-forced through it): whether the next token continues the right way
-  ("quote" replies: the passage's next word; "not found" replies: the colon), or goes the other way;
+  ("quote" replies: the passage's next word; "not found" replies: the colon), or goes the other way; and where
+  a wrong next token comes from: the word after the name in the question, in another passage, or neither;
 - where the heads look from the reply's first position: for each head that puts at least 5% of its attention
   on company pieces, the mean mass on the asked company's first piece (in the question and the passages) and on
   the other companies' (the wired induction head is layer 1's head 0, locator heads the last kv head's queries).
@@ -33,6 +34,7 @@ from switchyard.bundled.chat_format import render_chat
 from switchyard.bundled.corpus import generate_corpus, heldout_config
 from switchyard.bundled.entities import HELDOUT_ENTITIES
 from switchyard.bundled.example import Category, CheckKind
+from switchyard.bundled.induction_init import SpaceVariants
 
 PASSAGE_LINE = re.compile(r"^(.*) \[(\d+)\]\.$", re.MULTILINE)
 
@@ -49,12 +51,15 @@ class GroundedCase:
     """'quote' or 'not found' (replies that open with a value or "According to [k]" are left out)."""
     asked: int
     others: frozenset[int]
+    bare_of: dict[int, int]
+    """Spaced piece -> its bare form (shared by all cases): the reply's name is bare, the question's spaced."""
 
 
 def grounded_cases(tokenizer: Tokenizer, count: int, seed: int) -> list[GroundedCase]:
     def first_piece(text: str) -> int:
         return tokenizer.encode(text, add_special_tokens=False).ids[0]
 
+    bare_of = dict(SpaceVariants.from_vocab(tokenizer.get_vocab()).pairs)
     cases: list[GroundedCase] = []
     # longest first: "Acme Labs" over "Acme"
     companies = sorted(HELDOUT_ENTITIES.companies, key=len, reverse=True)
@@ -78,14 +83,32 @@ def grounded_cases(tokenizer: Tokenizer, count: int, seed: int) -> list[Grounded
         if asked_id != first_piece(asked):
             continue  # the name's first piece merged with what follows it
         others = frozenset(first_piece(t) for t in lines.values() if not t.startswith(asked)) - {asked_id}
-        cases.append(GroundedCase(encoding.ids, reply_start, after, form, asked_id, others))
+        cases.append(GroundedCase(encoding.ids, reply_start, after, form, asked_id, others, bare_of))
         if len(cases) >= count:
             break
     return cases
 
 
+def continuation_source(case: GroundedCase, token: int) -> str:
+    """Where a token predicted after the asked company's name also follows that name in the prompt: the last
+    occurrence is the question's (the question comes after the passages), earlier ones are passages'. Pieces are
+    compared spaced and bare alike (the question has " Acme", the passage lines and the reply "Acme")."""
+    canon = [case.bare_of.get(i, i) for i in case.ids[: case.after_company]]
+    name = canon[case.reply_start : case.after_company]
+    follows = [
+        canon[end] for end in range(len(name), case.reply_start) if canon[end - len(name) : end] == name
+    ]
+    token = case.bare_of.get(token, token)
+    if follows and follows[-1] == token:
+        return "the question's next word"
+    if token in follows[:-1]:
+        return "another passage's next word"
+    return "neither"
+
+
 def measure(model: torch.nn.Module, tokenizer: Tokenizer, cases: list[GroundedCase]) -> dict[str, object]:
     colon = tokenizer.encode(":", add_special_tokens=False).ids[0]
+    wrong_source: collections.Counter[str] = collections.Counter()
     first: collections.Counter[str] = collections.Counter()
     second: dict[str, collections.Counter[str]] = {
         "quote": collections.Counter(),
@@ -122,6 +145,8 @@ def measure(model: torch.nn.Module, tokenizer: Tokenizer, cases: list[GroundedCa
                 second[case.form]["went on to quote"] += 1
             else:
                 second[case.form]["other"] += 1
+            if nxt != gold:
+                wrong_source[f"{case.form}: {continuation_source(case, nxt)}"] += 1
     n = max(len(cases), 1)
     return {
         "cases": len(cases),
@@ -129,6 +154,7 @@ def measure(model: torch.nn.Module, tokenizer: Tokenizer, cases: list[GroundedCa
         "p_asked": round(p_asked / n, 3),
         "p_other": round(p_other / n, 3),
         "after_company": {form: dict(counts) for form, counts in second.items()},
+        "wrong_after_company": dict(sorted(wrong_source.items())),
         "reply_start_attention": {
             head: {"asked": round(asked / n, 3), "other": round(other / n, 3)}
             for head, (asked, other) in mass.items()

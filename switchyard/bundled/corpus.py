@@ -20,7 +20,7 @@ from pathlib import Path
 from switchyard.bundled.entities import HELDOUT_ENTITIES, TRAIN_ENTITIES, EntityLists
 from switchyard.bundled.example import Category, Check, CheckKind, Example
 from switchyard.bundled.sessions import GROUPED, MAX_GROUP_SIZE, member_rng, session
-from switchyard.bundled.tasks import GENERATORS, TaskContext
+from switchyard.bundled.tasks import GENERATORS, GroundedForms, TaskContext
 from switchyard.bundled.tools import ToolWorld
 
 __all__ = [
@@ -76,6 +76,7 @@ class CorpusConfig:
     group_size: int = 1
     """Conversations per group for the categories that share a prompt (`sessions.GROUPED`); 1 makes every
     conversation on its own. The shares of `weights` stay shares of conversations either way."""
+    grounded_forms: GroundedForms = field(default_factory=GroundedForms)
 
     def __post_init__(self) -> None:
         if self.size < 0:
@@ -109,13 +110,13 @@ def iter_corpus(config: CorpusConfig) -> Iterator[Example]:
     while made < config.size:
         rng = random.Random(f"switchyard-corpus:{config.seed}:{index}")
         category = rng.choices(categories, weights)[0]
-        ctx = TaskContext(rng=rng, entities=config.entities, world=world)
+        ctx = TaskContext(rng, config.entities, world, config.grounded_forms)
         if category not in grouped:
             yield GENERATORS[category](ctx)
             made += 1
         else:
             count = min(config.group_size, config.size - made)
-            members = [TaskContext(rng=member_rng(config.seed, index, m), entities=config.entities, world=world)
+            members = [TaskContext(member_rng(config.seed, index, m), config.entities, world, config.grounded_forms)
                        for m in range(count)]  # fmt: skip
             yield from session(category, ctx, members, config.weights, group=index)
             made += count

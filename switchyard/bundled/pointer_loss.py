@@ -12,8 +12,9 @@ a locator's query and key only through the logit of the one token it copies.
 The corpus knows where each copy comes from, so this loss says it directly. A *copy start* is a reply token
 whose next token too continues a span of the conversation before it (two tokens, compared through
 `canonical` ids so a spaced piece matches its bare form), while the token before it does not (the induction
-head already continues such spans). The query that predicts it should attend to the span's earlier starts; the
-loss is the negative log of the attention mass one query head of each supervised layer puts there, among the
+head already continues such spans). The query that predicts it should attend to where the span starts earlier,
+at the places whose tokens go on to match the reply's the longest (two "founded in 19.." passages share the
+pair "1 9"; the copy comes from the one with the whole year); the loss is the negative log of the attention mass one query head of each supervised layer puts there, among the
 keys that query sees. Nothing changes at inference: the heads only learn sooner where to look.
 """
 
@@ -137,12 +138,12 @@ class PointerSupervision:
             found = seen.get((tokens[here], tokens[after]))
             if not found or len(found) > self.max_sources:
                 continue
-            if (tokens[conversation[k - 1]], tokens[here]) in seen:
-                # the induction head continues this span; supervised only where its two tokens of context
-                # also lead elsewhere (a company's other passages), and then to the source that goes on longest
-                if not self.continuations or not self._contested(tokens, conversation, seen, k):
-                    continue
-                found = self._longest(tokens, conversation, found, k)
+            # a span the induction head continues is supervised only where its two tokens of context also lead
+            # elsewhere (a company's other passages)
+            continued = (tokens[conversation[k - 1]], tokens[here]) in seen
+            if continued and not (self.continuations and self._contested(tokens, conversation, seen, k)):
+                continue
+            found = self._longest(tokens, conversation, found, k)
             yield conversation[k - 1], conversation[:k], [conversation[m] for m in found]
 
     @staticmethod

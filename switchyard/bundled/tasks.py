@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from switchyard.bundled.entities import EntityLists
@@ -32,11 +32,30 @@ UNKNOWN_PHRASES = ("i don't know", "i do not know", "i'm not sure")
 """Every reply to a question outside the fact table contains one of these."""
 
 
+@dataclass(frozen=True)
+class GroundedForms:
+    """How answerable grounded questions are answered, as shares of those replies (the rest of the unit
+    interval after `quote` and `value` is "According to [k], the answer is <value>.").
+
+    A quote ("Acme was founded in 1971 [2].") copies the question's company and then continues where that
+    name is followed by the asked attribute's words; a value first ("1971 [2].") makes finding the value's
+    start in the right passage the one choice, the choice the copy-start loss (`pointer_loss`) supervises,
+    after which the citation follows the value in the passage."""
+
+    quote: float = 0.7
+    value: float = 0.15
+
+    def __post_init__(self) -> None:
+        if self.quote < 0 or self.value < 0 or self.quote + self.value > 1:
+            raise ValueError(f"grounded reply shares must be >= 0 and sum to <= 1, got {self}")
+
+
 @dataclass
 class TaskContext:
     rng: random.Random
     entities: EntityLists
     world: ToolWorld
+    grounded_forms: GroundedForms = field(default_factory=GroundedForms)
 
     def pick(self, items: tuple[str, ...] | list[str]) -> str:
         return self.rng.choice(items)
@@ -861,6 +880,9 @@ def company_facts(ctx: TaskContext, company: str) -> dict[str, CompanyFact]:
     the question, and each next word is found where that name is followed by the asked attribute's words
     (an induction step, which the small model does well), not by first deciding which passage to quote.
 
+    Every value ends its sentence, so a reply that gives the value first goes on to the passage's number as
+    the passage does.
+
     Every question ends on the company, so the question's word after the name is "?" or ".", never one a reply
     goes on with: with the name copied from the question, run 16 went on with the question's next word
     ("Acme headquartered") in 44 of its 117 wrong continuations after the name."""
@@ -876,7 +898,7 @@ def company_facts(ctx: TaskContext, company: str) -> dict[str, CompanyFact]:
             ctx.pick((f"Where is the head office of {company}?", f"Which city is home to {company}?")),
             city, company, "head office"),
         "employees": CompanyFact(
-            ctx.pick((f"{company} employs about {staff} people.", f"{company} has a staff of {staff}.")),
+            ctx.pick((f"{company} has a headcount of {staff}.", f"{company} has a staff of {staff}.")),
             ctx.pick((f"How many people work at {company}?", f"How many employees are there at {company}?")),
             staff, company, "number of employees"),
         "founder": CompanyFact(
@@ -966,10 +988,10 @@ def grounded_reply(ctx: TaskContext, passages: list[str], fact: CompanyFact, cit
                 f"{fact.company}: the passages do not say its {fact.noun}.",
             )
         )
-    roll = ctx.rng.random()
-    if roll < 0.7:  # the quote: see `company_facts`; a fixed first word would win greedy decoding over it
+    roll, forms = ctx.rng.random(), ctx.grounded_forms
+    if roll < forms.quote:  # see `company_facts` and `GroundedForms`
         return numbered_passage(passages[citation - 1], citation)
-    if roll < 0.85:
+    if roll < forms.quote + forms.value:
         return f"{fact.value} [{citation}]."
     return f"According to [{citation}], the answer is {fact.value}."
 

@@ -46,6 +46,7 @@ from switchyard.bundled.induction_init import (
 from switchyard.bundled.packed_attention import PACKED_SDPA, packed_segments
 from switchyard.bundled.pointer_loss import PointerSupervision
 from switchyard.bundled.sessions import MAX_GROUP_SIZE
+from switchyard.bundled.tasks import GroundedForms
 from switchyard.bundled.tokenizer_training import (
     WordStarts,
     corpus_texts,
@@ -542,6 +543,9 @@ def reproduce_command(recipe: DefaultRecipe, seed: int, minutes: float) -> str:
         command += f" --locator-layers {layers}"
     if recipe.pointer_weight != default.pointer_weight:
         command += f" --pointer-weight {recipe.pointer_weight:g}"
+    if recipe.grounded_forms != default.grounded_forms:
+        forms = recipe.grounded_forms
+        command += f" --grounded-forms quote={forms.quote:g},value={forms.value:g}"
     return command
 
 
@@ -644,6 +648,8 @@ class DefaultRecipe:
     exact arguments in a 30-minute ablation, see the tokenizer's docstring)."""
     corpus_weights: dict[Category, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
     """Relative shares of the categories, by example count (`corpus.DEFAULT_WEIGHTS`)."""
+    grounded_forms: GroundedForms = field(default_factory=GroundedForms)
+    """How answerable grounded questions are answered (`tasks.GroundedForms`)."""
     group_size: int = 4
     """Tool and grounded conversations come in groups of this many sharing their prompt (`sessions`), packed
     with the shared part once (`data.pack_examples`): 1.37-1.43x the conversations per second of lone ones
@@ -707,6 +713,7 @@ def prepare_data(
             size=recipe.corpus_size,
             weights=dict(recipe.corpus_weights),
             group_size=recipe.group_size,
+            grounded_forms=recipe.grounded_forms,
         )
     )
     tokenizer_dir = checkpoint_dir / "tokenizer"
@@ -833,6 +840,24 @@ def parse_mix(text: str) -> dict[Category, float]:
     return mix
 
 
+def parse_grounded_forms(text: str) -> GroundedForms:
+    """'quote=0.7,value=0.15' -> GroundedForms, for `--grounded-forms` (the rest is "According to [k]")."""
+    shares: dict[str, float] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, _, value = item.partition("=")
+        name = name.strip()
+        try:
+            if name not in ("quote", "value"):
+                raise ValueError
+            shares[name] = float(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{item!r}: expected quote=share or value=share") from None
+    try:
+        return replace(GroundedForms(), **shares)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="switchyard train-default",
@@ -901,6 +926,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="corpus shares to change, e.g. 'json_extraction=0.3,grounded=0.3' (relative weights; the other "
         f"categories keep the recipe's; categories: {', '.join(Category)})",
     )
+    parser.add_argument(
+        "--grounded-forms",
+        type=parse_grounded_forms,
+        default=None,
+        help="shares of answerable grounded replies that quote the passage and that give the value first, e.g. "
+        "'quote=0.1,value=0.75' (the rest cite first; default: recipe)",
+    )
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice, all cores)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     return parser
@@ -939,6 +971,8 @@ def main(argv: list[str] | None = None) -> int:
         recipe = replace(recipe, digits_per_token=args.digits_per_token)
     if args.mix:
         recipe = replace(recipe, corpus_weights={**recipe.corpus_weights, **args.mix})
+    if args.grounded_forms is not None:
+        recipe = replace(recipe, grounded_forms=args.grounded_forms)
     if args.group_size is not None:
         if not 1 <= args.group_size <= MAX_GROUP_SIZE:
             parser.error(f"--group-size must be 1 to {MAX_GROUP_SIZE}, got {args.group_size}")

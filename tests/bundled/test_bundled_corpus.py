@@ -15,6 +15,7 @@ from switchyard.bundled.quality import prompt_text, score_injection
 from switchyard.bundled.tasks import (
     NOT_FOUND_PHRASES,
     UNKNOWN_PHRASES,
+    GroundedForms,
     TaskContext,
     fact_paragraph,
     grounded_setup,
@@ -243,3 +244,27 @@ def test_cited_replies_mostly_quote_a_passage_line_that_starts_with_its_company(
         assert all(any(p.startswith(c + " ") for c in TRAIN_ENTITIES.companies) for p in passages)
         system, user = passages_prompt(ctx, passage_layout(ctx), passages, question)
         assert "[1]" not in ((system or user).split("\n\n")[0]), "instructions must not look like a passage"
+
+
+def test_value_first_replies_end_like_the_cited_passage() -> None:
+    """With every answerable reply giving the value first, the reply is the cited passage line's tail: the
+    value ends its sentence, so after it comes the passage's number as in the passage."""
+    config = CorpusConfig(size=300, seed=5, grounded_forms=GroundedForms(quote=0.0, value=1.0))
+    cited = 0
+    for example in generate_corpus(config):
+        for check in example.checks:
+            if check.kind != CheckKind.GROUNDED or check.citation is None:
+                continue
+            cited += 1
+            reply = f"{check.answer} [{check.citation}]."
+            # an injection conversation's reply adds a note on the ignored instruction
+            assert example.messages[check.turn]["content"].startswith(reply)
+            lines = prompt_text(example.messages[: check.turn]).splitlines()
+            assert any(line.endswith(" " + reply) for line in lines), reply
+    assert cited > 20
+    default = [e.to_json() for e in generate_corpus(CorpusConfig(size=200, seed=5))]
+    explicit = CorpusConfig(size=200, seed=5, grounded_forms=GroundedForms(quote=0.7, value=0.15))
+    assert default == [e.to_json() for e in generate_corpus(explicit)]
+    for bad in ((-0.1, 0.5), (0.7, 0.4)):
+        with pytest.raises(ValueError, match="grounded reply shares"):
+            GroundedForms(*bad)

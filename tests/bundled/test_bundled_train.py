@@ -266,6 +266,24 @@ def test_mix_option_changes_the_corpus_shares_and_the_card_says_how_to_reproduce
     assert args.mix == {Category.GROUNDED: 0.3} and args.word_starts == "learned" and args.seed == 3
 
 
+def test_grounded_forms_option_parses_and_reproduces() -> None:
+    from switchyard.bundled.tasks import GroundedForms
+    from switchyard.bundled.train import DefaultRecipe, reproduce_command
+
+    recipe = DefaultRecipe()
+    assert "--grounded-forms" not in reproduce_command(recipe, 0, 90)
+    changed = replace(recipe, grounded_forms=GroundedForms(quote=0.1, value=0.75))
+    command = reproduce_command(changed, 0, 90)
+    assert command.endswith("--grounded-forms quote=0.1,value=0.75")
+    assert build_parser().parse_args(command.split()[2:]).grounded_forms == changed.grounded_forms
+    assert build_parser().parse_args(["--grounded-forms", "value=0.2"]).grounded_forms == GroundedForms(
+        quote=0.7, value=0.2
+    )
+    for bad in ("quote=0.9,value=0.2", "cite=0.1", "quote=x", "value=-1"):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(["--grounded-forms", bad])
+
+
 def test_group_and_row_length_options_keep_the_tokens_per_step_and_reproduce(capsys) -> None:
     from switchyard.bundled.train import DefaultRecipe, reproduce_command, with_row_len
 

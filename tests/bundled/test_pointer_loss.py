@@ -40,8 +40,17 @@ def test_a_reply_span_found_in_the_prompt_is_supervised_at_its_start_only() -> N
     targets = _supervision().targets(*_batch(tokens, reply_from=10))
     assert targets.count == 1
     assert int(targets.queries[0]) == 10  # the query predicting column 11
-    assert targets.sources[0].nonzero().flatten().tolist() == [1, 6]
+    # the copy start's source too is where the reply's span goes on longest
+    assert plain.sources[0].nonzero().flatten().tolist() == [6]
+    assert targets.sources[0].nonzero().flatten().tolist() == [6]
     assert targets.visible[0].nonzero().flatten().tolist() == list(range(11))
+
+
+def test_the_sources_are_where_the_copied_span_matches_longest() -> None:
+    # "7 8" starts twice in the prompt, "7 8 9" once: the reply "7 8 9" copies from the second place
+    tokens = [1, 7, 8, 2, 3, 7, 8, 9, 4, 5, 7, 8, 9, 6]
+    targets = _supervision().targets(*_batch(tokens, reply_from=9))
+    assert targets.count == 1 and targets.sources[0].nonzero().flatten().tolist() == [5]
 
 
 def test_continuations_single_tokens_boilerplate_and_excluded_tokens_are_not_supervised() -> None:
@@ -145,5 +154,7 @@ def test_contested_continuations_point_at_the_source_that_goes_on_longest() -> N
     assert plain.queries.tolist() == [11]  # the copy start only
     targets = replace(_supervision(), continuations=True).targets(*batch)
     assert targets.queries.tolist() == [11, 13]
-    assert targets.sources[0].nonzero().flatten().tolist() == [1, 6]
+    # the copy start's source too is where the reply's span goes on longest
+    assert plain.sources[0].nonzero().flatten().tolist() == [6]
+    assert targets.sources[0].nonzero().flatten().tolist() == [6]
     assert targets.sources[1].nonzero().flatten().tolist() == [8]
