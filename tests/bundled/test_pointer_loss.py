@@ -40,9 +40,8 @@ def test_a_reply_span_found_in_the_prompt_is_supervised_at_its_start_only() -> N
     targets = _supervision().targets(*_batch(tokens, reply_from=10))
     assert targets.count == 1
     assert int(targets.queries[0]) == 10  # the query predicting column 11
-    # the copy start's source too is where the reply's span goes on longest
-    assert plain.sources[0].nonzero().flatten().tolist() == [6]
-    assert targets.sources[0].nonzero().flatten().tolist() == [6]
+    # both places match the reply's span equally long (7 8 9): both are sources
+    assert targets.sources[0].nonzero().flatten().tolist() == [1, 6]
     assert targets.visible[0].nonzero().flatten().tolist() == list(range(11))
 
 
