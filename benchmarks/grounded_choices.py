@@ -76,6 +76,8 @@ def grounded_cases(tokenizer: Tokenizer, count: int, seed: int) -> list[Grounded
             continue  # a reply that does not open with the company (a value first, "According to")
         lines = {int(n): text for text, n in PASSAGE_LINE.findall(prompt)}
         form = "not found" if check.citation is None else "quote"
+        if form == "quote" and reply.startswith(f"{asked}:"):
+            continue  # an attribute reply ("Acme: its founder is ..."): the colon is right there
         encoding = tokenizer.encode(rendered.text, add_special_tokens=False)
         reply_start = next(i for i, (s, _) in enumerate(encoding.offsets) if s >= start)
         after = next(i for i, (s, _) in enumerate(encoding.offsets) if s >= start + len(asked))

@@ -35,18 +35,28 @@ UNKNOWN_PHRASES = ("i don't know", "i do not know", "i'm not sure")
 @dataclass(frozen=True)
 class GroundedForms:
     """How answerable grounded questions are answered, as shares of those replies (the rest of the unit
-    interval after `quote` and `value` is "According to [k], the answer is <value>.").
+    interval after `quote`, `value` and `attribute` is "According to [k], the answer is <value>.").
 
     A quote ("Acme was founded in 1971 [2].") copies the question's company and then continues where that
     name is followed by the asked attribute's words; a value first ("1971 [2].") makes finding the value's
     start in the right passage the one choice, the choice the copy-start loss (`pointer_loss`) supervises,
-    after which the citation follows the value in the passage."""
+    after which the citation follows the value in the passage. An attribute reply ("Acme: its founding year
+    is 1971 [2].") says the company and the asked attribute first, as the "not found" reply does ("Acme: its
+    founding year is not in the passages."), so the query that must find the value's start has both right
+    behind it, and quoting or declining is one choice, at the value.
+
+    A quote's word after the name does not tell the passages apart: " was" goes on "founded in" and "started
+    by", " is" "headquartered in" and "best known for", so which passage it quotes is decided a word or two
+    later, by a lookup from the question's attribute to a passage's verb that no loss supervises (run 17: of
+    the wrong tokens after the name, 62 of 91 went on with another of the company's passages)."""
 
     quote: float = 0.7
     value: float = 0.15
+    attribute: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.quote < 0 or self.value < 0 or self.quote + self.value > 1:
+        shares = (self.quote, self.value, self.attribute)
+        if min(shares) < 0 or sum(shares) > 1 + 1e-9:
             raise ValueError(f"grounded reply shares must be >= 0 and sum to <= 1, got {self}")
 
 
@@ -993,6 +1003,8 @@ def grounded_reply(ctx: TaskContext, passages: list[str], fact: CompanyFact, cit
         return numbered_passage(passages[citation - 1], citation)
     if roll < forms.quote + forms.value:
         return f"{fact.value} [{citation}]."
+    if roll < forms.quote + forms.value + forms.attribute:
+        return f"{fact.company}: its {fact.noun} is {fact.value} [{citation}]."
     return f"According to [{citation}], the answer is {fact.value}."
 
 

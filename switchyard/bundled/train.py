@@ -545,7 +545,9 @@ def reproduce_command(recipe: DefaultRecipe, seed: int, minutes: float) -> str:
         command += f" --pointer-weight {recipe.pointer_weight:g}"
     if recipe.grounded_forms != default.grounded_forms:
         forms = recipe.grounded_forms
-        command += f" --grounded-forms quote={forms.quote:g},value={forms.value:g}"
+        command += (
+            f" --grounded-forms quote={forms.quote:g},value={forms.value:g},attribute={forms.attribute:g}"
+        )
     return command
 
 
@@ -841,17 +843,20 @@ def parse_mix(text: str) -> dict[Category, float]:
 
 
 def parse_grounded_forms(text: str) -> GroundedForms:
-    """'quote=0.7,value=0.15' -> GroundedForms, for `--grounded-forms` (the rest is "According to [k]")."""
+    """'quote=0.7,value=0.15,attribute=0' -> GroundedForms, for `--grounded-forms` (shares left out keep the
+    recipe's; the rest is "According to [k]")."""
     shares: dict[str, float] = {}
     for item in filter(None, (part.strip() for part in text.split(","))):
         name, _, value = item.partition("=")
         name = name.strip()
         try:
-            if name not in ("quote", "value"):
+            if name not in ("quote", "value", "attribute"):
                 raise ValueError
             shares[name] = float(value)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{item!r}: expected quote=share or value=share") from None
+            raise argparse.ArgumentTypeError(
+                f"{item!r}: expected quote=, value= or attribute=share"
+            ) from None
     try:
         return replace(GroundedForms(), **shares)
     except ValueError as error:
@@ -930,8 +935,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--grounded-forms",
         type=parse_grounded_forms,
         default=None,
-        help="shares of answerable grounded replies that quote the passage and that give the value first, e.g. "
-        "'quote=0.1,value=0.75' (the rest cite first; default: recipe)",
+        help="shares of answerable grounded replies that quote the passage, give the value first, and name the "
+        "company and attribute first ('Acme: its founder is ...'), e.g. 'quote=0.1,value=0.1,attribute=0.7' "
+        "(the rest cite first; default: recipe)",
     )
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice, all cores)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")

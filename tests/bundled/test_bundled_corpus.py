@@ -265,6 +265,29 @@ def test_value_first_replies_end_like_the_cited_passage() -> None:
     default = [e.to_json() for e in generate_corpus(CorpusConfig(size=200, seed=5))]
     explicit = CorpusConfig(size=200, seed=5, grounded_forms=GroundedForms(quote=0.7, value=0.15))
     assert default == [e.to_json() for e in generate_corpus(explicit)]
-    for bad in ((-0.1, 0.5), (0.7, 0.4)):
+    for bad in ((-0.1, 0.5), (0.7, 0.4), (0.5, 0.2, 0.4), (0.5, 0.2, -0.1)):
         with pytest.raises(ValueError, match="grounded reply shares"):
             GroundedForms(*bad)
+
+
+def test_attribute_replies_open_like_not_found_and_end_like_the_cited_passage() -> None:
+    """An attribute reply says the company and the asked attribute as the "not found" reply does, then the value
+    and the passage's number as the cited passage line ends."""
+    config = CorpusConfig(size=300, seed=5, grounded_forms=GroundedForms(quote=0.0, value=0.0, attribute=1.0))
+    cited = declined = 0
+    for example in generate_corpus(config):
+        for check in example.checks:
+            if check.kind != CheckKind.GROUNDED:
+                continue
+            reply = example.messages[check.turn]["content"]
+            company, _, rest = reply.partition(": its ")
+            question = prompt_text(example.messages[: check.turn]).splitlines()[-1]
+            if check.citation is None:
+                declined += rest.endswith(("is not in the passages.", "is not given in the passages."))
+                continue
+            cited += 1
+            tail = f" is {check.answer} [{check.citation}]."
+            assert rest and company in question and reply.startswith(f"{company}: its ") and tail in reply
+            lines = prompt_text(example.messages[: check.turn]).splitlines()
+            assert any(line.endswith(f" {check.answer} [{check.citation}].") for line in lines), reply
+    assert cited > 20 and declined > 5
