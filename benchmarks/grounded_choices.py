@@ -13,7 +13,12 @@ asked company's name, copied from the question; what follows the name decides be
   on company pieces, the mean mass on the asked company's first piece (in the question and the passages) and on
   the other companies' (the wired induction head is layer 1's head 0, locator heads the last kv head's queries).
 
-Usage: python benchmarks/grounded_choices.py --model <folder of switchyard-chat> [--cases 300]
+With `--form attribute`, for a model trained on attribute replies ("Acme: its founder is Diego Novak [2].",
+"Acme: its founder is not in the passages."): the one choice at the value, teacher-forced through "Acme: its
+founder is": the right value's first piece (or " not"), "not" where a value was due, another piece of the
+passages (a value of the wrong passage), or anything else; and the mean probability of the right token.
+
+Usage: python benchmarks/grounded_choices.py --model <folder of switchyard-chat> [--cases 300] [--form attribute]
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import collections
 import json
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -35,6 +40,7 @@ from switchyard.bundled.corpus import generate_corpus, heldout_config
 from switchyard.bundled.entities import HELDOUT_ENTITIES
 from switchyard.bundled.example import Category, CheckKind
 from switchyard.bundled.induction_init import SpaceVariants
+from switchyard.bundled.tasks import GroundedForms
 
 PASSAGE_LINE = re.compile(r"^(.*) \[(\d+)\]\.$", re.MULTILINE)
 
@@ -165,6 +171,74 @@ def measure(model: torch.nn.Module, tokenizer: Tokenizer, cases: list[GroundedCa
     }
 
 
+@dataclass(frozen=True)
+class ValueCase:
+    """An attribute reply, rendered, cut where the value (or " not") starts."""
+
+    ids: list[int]
+    choice: int
+    """Index of the token that starts the value, or "not"."""
+    answerable: bool
+    passage_tokens: frozenset[int]
+    """Token ids of the passage lines (spaced and bare forms), where a wrongly chosen value comes from."""
+
+
+def value_cases(tokenizer: Tokenizer, count: int, seed: int) -> list[ValueCase]:
+    bare_of = dict(SpaceVariants.from_vocab(tokenizer.get_vocab()).pairs)
+    config = replace(heldout_config(size=count * 12, seed=seed), grounded_forms=GroundedForms(0.0, 0.0, 1.0))
+    cases: list[ValueCase] = []
+    for example in generate_corpus(config):
+        if example.category != Category.GROUNDED or example.checks[0].kind != CheckKind.GROUNDED:
+            continue
+        check = example.checks[0]
+        reply = example.messages[check.turn]["content"]
+        head, sep, _ = reply.partition(" is ")
+        if not sep or ": its " not in head:
+            continue  # the other "not found" wording ("Acme: the passages do not say its founder.")
+        rendered = render_chat(example.messages[: check.turn + 1], example.tools)
+        start = rendered.assistant_spans[-1][0]
+        value_char = start + len(head) + len(sep)
+        encoding = tokenizer.encode(rendered.text, add_special_tokens=False)
+        choice = next(i for i, (s, e) in enumerate(encoding.offsets) if e > value_char)
+        prompt_text = rendered.text[:start]
+        lines = "\n".join(f"{t} [{n}]." for t, n in PASSAGE_LINE.findall(prompt_text))
+        pieces = set(tokenizer.encode(lines, add_special_tokens=False).ids)
+        pieces |= {bare_of[i] for i in pieces if i in bare_of}
+        pieces |= {s for s, b in bare_of.items() if b in pieces}
+        cases.append(ValueCase(encoding.ids, choice, check.citation is not None, frozenset(pieces)))
+        if len(cases) >= count:
+            break
+    return cases
+
+
+def measure_values(model: torch.nn.Module, tokenizer: Tokenizer, cases: list[ValueCase]) -> dict[str, object]:
+    nots = {tokenizer.encode(w, add_special_tokens=False).ids[0] for w in (" not", "not")}
+    outcome: dict[str, collections.Counter[str]] = {
+        "answerable": collections.Counter(),
+        "not found": collections.Counter(),
+    }
+    p_right = {"answerable": 0.0, "not found": 0.0}
+    with torch.no_grad():
+        for case in cases:
+            kind = "answerable" if case.answerable else "not found"
+            probs = model(torch.tensor([case.ids[: case.choice]])).logits[0, -1].float().softmax(-1)
+            gold, top = case.ids[case.choice], int(probs.argmax())
+            p_right[kind] += float(probs[gold])
+            if top == gold:
+                outcome[kind]["right"] += 1
+            elif top in nots:
+                outcome[kind]["said not found"] += 1
+            elif top in case.passage_tokens:
+                outcome[kind]["a piece of the passages" if case.answerable else "went on to a value"] += 1
+            else:
+                outcome[kind]["other"] += 1
+    return {
+        "cases": len(cases),
+        "at_value": {kind: dict(counts) for kind, counts in outcome.items()},
+        "p_right": {k: round(v / max(sum(outcome[k].values()), 1), 3) for k, v in p_right.items()},
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -172,6 +246,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", type=Path, required=True, help="folder of a trained main model")
     parser.add_argument("--cases", type=int, default=300, help="grounded replies that open with the company")
     parser.add_argument("--seed", type=int, default=0, help="training seed the held-out corpus derives from")
+    parser.add_argument(
+        "--form",
+        choices=("quote", "attribute"),
+        default="quote",
+        help="which reply form's choices to measure",
+    )
     args = parser.parse_args(argv)
     tokenizer = Tokenizer.from_file(str(args.model / "tokenizer.json"))
     model = transformers.AutoModelForCausalLM.from_pretrained(
@@ -179,7 +259,11 @@ def main(argv: list[str] | None = None) -> int:
         dtype=torch.float32,
         attn_implementation="eager",  # eager: attention weights
     ).eval()
-    print(json.dumps(measure(model, tokenizer, grounded_cases(tokenizer, args.cases, args.seed)), indent=1))
+    if args.form == "attribute":
+        report = measure_values(model, tokenizer, value_cases(tokenizer, args.cases, args.seed))
+    else:
+        report = measure(model, tokenizer, grounded_cases(tokenizer, args.cases, args.seed))
+    print(json.dumps(report, indent=1))
     return 0
 
 
