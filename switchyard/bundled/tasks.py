@@ -48,7 +48,9 @@ class GroundedForms:
     A quote's word after the name does not tell the passages apart: " was" goes on "founded in" and "started
     by", " is" "headquartered in" and "best known for", so which passage it quotes is decided a word or two
     later, by a lookup from the question's attribute to a passage's verb that no loss supervises (run 17: of
-    the wrong tokens after the name, 62 of 91 went on with another of the company's passages)."""
+    the wrong tokens after the name, 62 of 91 went on with another of the company's passages). Attribute replies
+    as the main form (run 19) made that choice right 0.83 of the time teacher-forced, but greedy replies broke
+    before the value, the copy circuit carrying the name on as a passage does: grounded 0.458 against 0.487."""
 
     quote: float = 0.7
     value: float = 0.15
