@@ -179,8 +179,10 @@ class ValueCase:
     choice: int
     """Index of the token that starts the value, or "not"."""
     answerable: bool
-    passage_tokens: frozenset[int]
-    """Token ids of the passage lines (spaced and bare forms), where a wrongly chosen value comes from."""
+    passage_pieces: frozenset[int]
+    """Pieces of the passage lines in bare form (`bare_of`), where a wrongly chosen value comes from."""
+    bare_of: dict[int, int]
+    """Spaced piece -> its bare form (shared by all cases), so spaced and bare pieces compare alike."""
 
 
 def value_cases(tokenizer: Tokenizer, count: int, seed: int) -> list[ValueCase]:
@@ -200,12 +202,9 @@ def value_cases(tokenizer: Tokenizer, count: int, seed: int) -> list[ValueCase]:
         value_char = start + len(head) + len(sep)
         encoding = tokenizer.encode(rendered.text, add_special_tokens=False)
         choice = next(i for i, (s, e) in enumerate(encoding.offsets) if e > value_char)
-        prompt_text = rendered.text[:start]
-        lines = "\n".join(f"{t} [{n}]." for t, n in PASSAGE_LINE.findall(prompt_text))
-        pieces = set(tokenizer.encode(lines, add_special_tokens=False).ids)
-        pieces |= {bare_of[i] for i in pieces if i in bare_of}
-        pieces |= {s for s, b in bare_of.items() if b in pieces}
-        cases.append(ValueCase(encoding.ids, choice, check.citation is not None, frozenset(pieces)))
+        lines = "\n".join(f"{t} [{n}]." for t, n in PASSAGE_LINE.findall(rendered.text[:start]))
+        pieces = frozenset(bare_of.get(i, i) for i in tokenizer.encode(lines, add_special_tokens=False).ids)
+        cases.append(ValueCase(encoding.ids, choice, check.citation is not None, pieces, bare_of))
         if len(cases) >= count:
             break
     return cases
@@ -228,7 +227,7 @@ def measure_values(model: torch.nn.Module, tokenizer: Tokenizer, cases: list[Val
                 outcome[kind]["right"] += 1
             elif top in nots:
                 outcome[kind]["said not found"] += 1
-            elif top in case.passage_tokens:
+            elif case.bare_of.get(top, top) in case.passage_pieces:
                 outcome[kind]["a piece of the passages" if case.answerable else "went on to a value"] += 1
             else:
                 outcome[kind]["other"] += 1
