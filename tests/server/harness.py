@@ -50,9 +50,13 @@ class RunningServer:
         return httpx.Client(base_url=self.base_url, timeout=30)
 
     def wait_for_free_blocks(self, timeout: float = 5.0) -> int:
-        """0 once no request holds a KV block, or the blocks still held after `timeout` seconds."""
+        """0 once the engine holds no request and no KV block, or the blocks still held after `timeout` seconds.
+
+        Waiting for requests too: one that is still queued holds no block yet, and an abort (a client gone)
+        reaches it only on a later engine step, so "no blocks" alone can be seen before the work is released."""
         deadline = time.monotonic() + timeout
-        while blocks_in_use(self.llm_engine) and time.monotonic() < deadline:
+        engine = self.llm_engine
+        while (blocks_in_use(engine) or engine.requests) and time.monotonic() < deadline:
             time.sleep(0.01)
         return blocks_in_use(self.llm_engine)
 
