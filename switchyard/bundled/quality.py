@@ -435,6 +435,7 @@ def run_gate(
     max_new_tokens: int = 192,
     progress: bool = True,
     backend: str = "switchyard",
+    max_failures: int = 50,
 ) -> QualityReport:
     """Held-out corpus -> main model (Switchyard's engine, or transformers) -> report, plus the draft's
     agreement."""
@@ -445,7 +446,7 @@ def run_gate(
         generator.prefetch(examples, progress=progress)
     else:
         generator = HFGenerator(resolve_model(model), max_new_tokens=max_new_tokens)
-    report = evaluate(generator, examples, progress=progress)
+    report = evaluate(generator, examples, progress=progress, max_failures=max_failures)
     if draft is not None:
         report.draft_agreement = draft_agreement(resolve_model(draft), generator.transcripts)
     return report
@@ -477,6 +478,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-new-tokens", type=int, default=192, help="generation limit per reply")
     parser.add_argument("--json", type=Path, help="also write the full report (with failures) to this file")
     parser.add_argument(
+        "--max-failures",
+        type=int,
+        default=50,
+        help="failing replies kept in the report, for reading (default: %(default)s)",
+    )
+    parser.add_argument(
         "--backend",
         choices=("switchyard", "hf"),
         default="switchyard",
@@ -501,6 +508,7 @@ def main(argv: list[str] | None = None) -> int:
         max_new_tokens=args.max_new_tokens,
         progress=not args.no_progress,
         backend=args.backend,
+        max_failures=args.max_failures,
     )
     print(report.format_table())
     if args.json:

@@ -54,6 +54,7 @@ from switchyard.bundled.tokenizer_training import (
     save_tokenizer,
     train_tokenizer,
 )
+from switchyard.bundled.vocab_drill import reply_counts, starved_pieces, vocabulary_drills
 
 CHECKPOINT_FILE = "state.pt"
 DONE_FILE = "done.json"
@@ -541,6 +542,8 @@ def reproduce_command(recipe: DefaultRecipe, seed: int, minutes: float) -> str:
     if recipe.main_locator_layers != default.main_locator_layers:
         layers = ",".join(str(layer) for layer in recipe.main_locator_layers) or "none"
         command += f" --locator-layers {layers}"
+    if recipe.vocab_drill_min_count != default.vocab_drill_min_count:
+        command += f" --vocab-drill-min-count {recipe.vocab_drill_min_count}"
     if recipe.pointer_weight != default.pointer_weight:
         command += f" --pointer-weight {recipe.pointer_weight:g}"
     if recipe.grounded_forms != default.grounded_forms:
@@ -582,6 +585,10 @@ def model_card(name: str, role: str, params: int, shape: ModelShape, vocab_size:
     if recipe.group_size > 1:
         grouping = (f"; tool and grounded conversations in groups of {recipe.group_size} sharing their prompt, "
                     f"packed once: {rows.num_shared_tokens:,} tokens saved")  # fmt: skip
+    drills = rows.num_examples + rows.num_dropped - recipe.corpus_size
+    if drills > 0:
+        grouping += (f"; plus {drills} copy drills for word pieces the corpus' replies use fewer than "
+                     f"{recipe.vocab_drill_min_count} times")  # fmt: skip
     return f"""---
 license: apache-2.0
 library_name: transformers
@@ -688,6 +695,10 @@ class DefaultRecipe:
     learned, so finding where a value starts in the prompt is the only thing left to learn. The draft has one kv
     head, already the wired one, and gets none. Measured (copy probe, 400 steps): loss 0.93 against 0.96 without,
     copied-span starts 0.59 against 0.54; a small gain at that horizon."""
+    vocab_drill_min_count: int = 24
+    """Word pieces of the trained tokenizer that are reply tokens fewer times than this in the corpus get copy
+    drills until they are (`vocab_drill`): a piece never trained on cannot be written, even copied (run 20
+    broke every held-out "... Analytics" name at "tics"). 0 adds none."""
     pointer_weight: float = 0.1
     """Weight of the copy-start attention loss (`pointer_loss`) on the first query head of each locator layer,
     next to the language-model loss's 1.0; 0 leaves the locators to the language-model loss alone. Run 16 against
@@ -730,6 +741,10 @@ def prepare_data(
         )
         save_tokenizer(tokenizer, tokenizer_dir)
     tokenized = tokenize_examples(tokenizer, examples)
+    if recipe.vocab_drill_min_count > 0:
+        plan = starved_pieces(tokenizer, reply_counts(tokenized, tokenizer.get_vocab_size()),
+                              recipe.vocab_drill_min_count)  # fmt: skip
+        tokenized += tokenize_examples(tokenizer, vocabulary_drills(tokenizer, plan, seed))
     rows = pack_examples(tokenized, recipe.row_len, pad_id=tokenizer.token_to_id(ENDOFTEXT))
     return tokenizer, rows
 
@@ -939,6 +954,13 @@ def build_parser() -> argparse.ArgumentParser:
         "company and attribute first ('Acme: its founder is ...'), e.g. 'quote=0.1,value=0.1,attribute=0.7' "
         "(the rest cite first; default: recipe)",
     )
+    parser.add_argument(
+        "--vocab-drill-min-count",
+        type=int,
+        default=None,
+        help="add copy drills for word pieces that are reply tokens fewer times than this, 0 = none "
+        "(default: recipe)",
+    )
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice, all cores)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     return parser
@@ -979,6 +1001,10 @@ def main(argv: list[str] | None = None) -> int:
         recipe = replace(recipe, corpus_weights={**recipe.corpus_weights, **args.mix})
     if args.grounded_forms is not None:
         recipe = replace(recipe, grounded_forms=args.grounded_forms)
+    if args.vocab_drill_min_count is not None:
+        if args.vocab_drill_min_count < 0:
+            parser.error(f"--vocab-drill-min-count must be >= 0, got {args.vocab_drill_min_count}")
+        recipe = replace(recipe, vocab_drill_min_count=args.vocab_drill_min_count)
     if args.group_size is not None:
         if not 1 <= args.group_size <= MAX_GROUP_SIZE:
             parser.error(f"--group-size must be 1 to {MAX_GROUP_SIZE}, got {args.group_size}")
