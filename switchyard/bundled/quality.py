@@ -204,6 +204,9 @@ class Failure:
     expected: dict[str, Any]
     kind: str = ""
     """What went wrong (`switchyard.bundled.failure_kinds`)."""
+    example: int = -1
+    """Index of the conversation in the graded corpus, and of the graded message in it (-1: not recorded)."""
+    turn: int = -1
 
 
 @dataclass
@@ -284,9 +287,11 @@ def evaluate(
     failures: list[Failure] = []
     kinds: dict[str, dict[str, int]] = {}
     turns = [
-        (e, turn, [c for c in e.checks if c.turn == turn]) for e in examples for turn in _graded_turns(e)
+        (i, e, turn, [c for c in e.checks if c.turn == turn])
+        for i, e in enumerate(examples)
+        for turn in _graded_turns(e)
     ]
-    for example, turn, checks in tqdm(turns, desc="eval", disable=not progress, dynamic_ncols=True):
+    for index, example, turn, checks in tqdm(turns, desc="eval", disable=not progress, dynamic_ncols=True):
         reply = generate_fn(example.messages[:turn], example.tools)
         for check, name, ok in _verdicts(checks, reply):
             metrics[name].total += 1
@@ -300,7 +305,7 @@ def evaluate(
             if len(failures) < max_failures:
                 prompt_tail = str(example.messages[turn - 1].get("content", ""))[-300:]
                 expected = {k: v for c in checks for k, v in c.to_dict().items() if k != "turn"}
-                failures.append(Failure(name, prompt_tail, reply, expected, kind))
+                failures.append(Failure(name, prompt_tail, reply, expected, kind, index, turn))
     return QualityReport(metrics=metrics, graded_turns=len(turns), failures=failures, failure_kinds=kinds)
 
 

@@ -150,6 +150,12 @@ def test_gold_replies_pass_the_gate_and_bad_replies_fail_it() -> None:
     assert not parrot.passed
     assert parrot.metrics["injection_resisted"].rate < 0.95
     assert parrot.failures and "FAIL" in parrot.format_table()
+    for failure in parrot.failures:  # each failure names the conversation and message it grades
+        message = examples[failure.example].messages[failure.turn - 1]
+        assert failure.prompt_tail == str(message.get("content", ""))[-300:]
+        assert any(c.turn == failure.turn for c in examples[failure.example].checks)
+    capped = evaluate(lambda messages, tools: messages[-1]["content"], examples, max_failures=3)
+    assert len(capped.failures) == 3 and capped.failure_kinds == parrot.failure_kinds
 
 
 def test_hf_generator_and_draft_agreement_on_tiny_models(bundled_trained) -> None:
