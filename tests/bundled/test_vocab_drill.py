@@ -61,17 +61,19 @@ def test_drills_bring_every_coverable_piece_to_the_count(
 
 def test_prepare_data_adds_drills_unless_turned_off(tmp_path: Path) -> None:
     recipe = tiny_recipe()
-    _, with_drills = prepare_data(recipe, 0, tmp_path / "a", resume=False)
-    _, without = prepare_data(replace(recipe, vocab_drill_min_count=0), 0, tmp_path / "b", resume=False)
+    assert recipe.vocab_drill_min_count == 0, "off in the recipe"
+    _, with_drills = prepare_data(replace(recipe, vocab_drill_min_count=24), 0, tmp_path / "a", resume=False)
+    _, without = prepare_data(recipe, 0, tmp_path / "b", resume=False)
     assert without.num_examples == recipe.corpus_size
     assert with_drills.num_examples > without.num_examples
 
 
 def test_vocab_drill_option_reproduces_and_rejects_negatives() -> None:
-    recipe = replace(tiny_recipe(), vocab_drill_min_count=0)
+    assert "--vocab-drill-min-count" not in reproduce_command(tiny_recipe(), 0, 90)
+    recipe = replace(tiny_recipe(), vocab_drill_min_count=24)
     command = reproduce_command(recipe, 0, 90)
-    assert "--vocab-drill-min-count 0" in command
-    assert build_parser().parse_args(command.split()[2:]).vocab_drill_min_count == 0
+    assert "--vocab-drill-min-count 24" in command
+    assert build_parser().parse_args(command.split()[2:]).vocab_drill_min_count == 24
     with pytest.raises(SystemExit):
         from switchyard.bundled.train import main
 
