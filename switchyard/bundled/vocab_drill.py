@@ -38,10 +38,6 @@ class DrillPlan:
 
     needed: dict[int, int]
 
-    @property
-    def total(self) -> int:
-        return sum(self.needed.values())
-
 
 def reply_counts(tokenized: Sequence[TokenizedExample], vocab_size: int) -> list[int]:
     """How often each id is a reply (trained) token."""
