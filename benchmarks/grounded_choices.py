@@ -61,11 +61,16 @@ class GroundedCase:
     """Spaced piece -> its bare form (shared by all cases): the reply's name is bare, the question's spaced."""
 
 
+def bare_forms(tokenizer: Tokenizer) -> dict[int, int]:
+    """Spaced piece -> its bare form, so spaced and bare pieces compare alike."""
+    return dict(SpaceVariants.from_vocab(tokenizer.get_vocab()).pairs)
+
+
 def grounded_cases(tokenizer: Tokenizer, count: int, seed: int) -> list[GroundedCase]:
     def first_piece(text: str) -> int:
         return tokenizer.encode(text, add_special_tokens=False).ids[0]
 
-    bare_of = dict(SpaceVariants.from_vocab(tokenizer.get_vocab()).pairs)
+    bare_of = bare_forms(tokenizer)
     cases: list[GroundedCase] = []
     # longest first: "Acme Labs" over "Acme"
     companies = sorted(HELDOUT_ENTITIES.companies, key=len, reverse=True)
@@ -180,13 +185,11 @@ class ValueCase:
     """Index of the token that starts the value, or "not"."""
     answerable: bool
     passage_pieces: frozenset[int]
-    """Pieces of the passage lines in bare form (`bare_of`), where a wrongly chosen value comes from."""
-    bare_of: dict[int, int]
-    """Spaced piece -> its bare form (shared by all cases), so spaced and bare pieces compare alike."""
+    """Pieces of the passage lines in bare form (`bare_forms`), where a wrongly chosen value comes from."""
 
 
 def value_cases(tokenizer: Tokenizer, count: int, seed: int) -> list[ValueCase]:
-    bare_of = dict(SpaceVariants.from_vocab(tokenizer.get_vocab()).pairs)
+    bare_of = bare_forms(tokenizer)
     config = replace(heldout_config(size=count * 12, seed=seed), grounded_forms=GroundedForms(0.0, 0.0, 1.0))
     cases: list[ValueCase] = []
     for example in generate_corpus(config):
@@ -204,7 +207,7 @@ def value_cases(tokenizer: Tokenizer, count: int, seed: int) -> list[ValueCase]:
         choice = next(i for i, (s, e) in enumerate(encoding.offsets) if e > value_char)
         lines = "\n".join(f"{t} [{n}]." for t, n in PASSAGE_LINE.findall(rendered.text[:start]))
         pieces = frozenset(bare_of.get(i, i) for i in tokenizer.encode(lines, add_special_tokens=False).ids)
-        cases.append(ValueCase(encoding.ids, choice, check.citation is not None, pieces, bare_of))
+        cases.append(ValueCase(encoding.ids, choice, check.citation is not None, pieces))
         if len(cases) >= count:
             break
     return cases
@@ -212,6 +215,7 @@ def value_cases(tokenizer: Tokenizer, count: int, seed: int) -> list[ValueCase]:
 
 def measure_values(model: torch.nn.Module, tokenizer: Tokenizer, cases: list[ValueCase]) -> dict[str, object]:
     nots = {tokenizer.encode(w, add_special_tokens=False).ids[0] for w in (" not", "not")}
+    bare_of = bare_forms(tokenizer)
     outcome: dict[str, collections.Counter[str]] = {
         "answerable": collections.Counter(),
         "not found": collections.Counter(),
@@ -227,7 +231,7 @@ def measure_values(model: torch.nn.Module, tokenizer: Tokenizer, cases: list[Val
                 outcome[kind]["right"] += 1
             elif top in nots:
                 outcome[kind]["said not found"] += 1
-            elif case.bare_of.get(top, top) in case.passage_pieces:
+            elif bare_of.get(top, top) in case.passage_pieces:
                 outcome[kind]["a piece of the passages" if case.answerable else "went on to a value"] += 1
             else:
                 outcome[kind]["other"] += 1
