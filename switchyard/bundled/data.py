@@ -38,6 +38,8 @@ class TokenizedExample:
     """True where the token was written by the assistant."""
     group: int | None = None
     """Corpus group (`Example.group`): examples of one group are packed with their common prefix shared."""
+    copy_starts: bool = True
+    """Whether the copy starts of its replies teach the locator heads (`pointer_loss`)."""
 
 
 def tokenize_examples(tokenizer: Tokenizer, examples: Sequence[Example]) -> list[TokenizedExample]:
@@ -74,6 +76,9 @@ class PackedRows:
     """Examples longer than a row, left out."""
     num_shared_tokens: int = 0
     """Tokens the shared prefixes saved: what the groups' members would take alone, less what they take."""
+    copy_start_mask: torch.Tensor | None = None
+    """[rows, row_len] bool, False on the tokens of examples whose copy starts are not supervised; None when
+    every example's are."""
 
     @property
     def num_rows(self) -> int:
@@ -168,6 +173,8 @@ def pack_examples(examples: Sequence[TokenizedExample], row_len: int, pad_id: in
     position_ids = torch.zeros((len(rows), row_len), dtype=torch.long)
     labels = torch.full((len(rows), row_len), IGNORE_INDEX, dtype=torch.long)
     row_tokens = torch.zeros(len(rows), dtype=torch.long)
+    unsupervised = not all(e.copy_starts for e in examples)
+    copy_start_mask = torch.ones((len(rows), row_len), dtype=torch.bool) if unsupervised else None
     for r, indices in enumerate(rows):
         cursor = 0
         for index in indices:
@@ -180,6 +187,8 @@ def pack_examples(examples: Sequence[TokenizedExample], row_len: int, pad_id: in
                 position_ids[r, cursor : cursor + n] = torch.arange(first, first + n)
                 mask = torch.tensor(member.loss_mask[first:])
                 labels[r, cursor : cursor + n] = torch.where(mask, ids, IGNORE_INDEX)
+                if copy_start_mask is not None and not member.copy_starts:
+                    copy_start_mask[r, cursor : cursor + n] = False
                 cursor += n
         row_tokens[r] = cursor
         # Padding forms its own "example" (positions from 0), so no real token attends to it.
@@ -193,4 +202,5 @@ def pack_examples(examples: Sequence[TokenizedExample], row_len: int, pad_id: in
         num_examples=len(kept),
         num_dropped=len(examples) - len(kept),
         num_shared_tokens=sum(len(m.ids) for m in kept) - sum(unit.length for unit in units),
+        copy_start_mask=copy_start_mask,
     )

@@ -423,8 +423,11 @@ def train_model(
                 )
                 loss = lm_loss
                 if pointer is not None:
+                    replies = labels
+                    if rows.copy_start_mask is not None:
+                        replies = labels.masked_fill(~rows.copy_start_mask[index], IGNORE_INDEX)
                     pointer_loss = pointer.loss(
-                        model, captured, pointer.targets(input_ids, positions, labels)
+                        model, captured, pointer.targets(input_ids, positions, replies)
                     )
                     pointer_losses.append(float(pointer_loss.detach()))
                     loss = lm_loss + pointer.weight * pointer_loss
@@ -544,6 +547,8 @@ def reproduce_command(recipe: DefaultRecipe, seed: int, minutes: float) -> str:
         command += f" --locator-layers {layers}"
     if recipe.vocab_drill_min_count != default.vocab_drill_min_count:
         command += f" --vocab-drill-min-count {recipe.vocab_drill_min_count}"
+    if recipe.drill_copy_starts != default.drill_copy_starts:
+        command += " --drill-copy-starts" if recipe.drill_copy_starts else " --no-drill-copy-starts"
     if recipe.pointer_weight != default.pointer_weight:
         command += f" --pointer-weight {recipe.pointer_weight:g}"
     if recipe.grounded_forms != default.grounded_forms:
@@ -589,6 +594,8 @@ def model_card(name: str, role: str, params: int, shape: ModelShape, vocab_size:
     if drills > 0:
         grouping += (f"; plus {drills} copy drills for word pieces the corpus' replies use fewer than "
                      f"{recipe.vocab_drill_min_count} times")  # fmt: skip
+        if not recipe.drill_copy_starts:
+            grouping += ", their copy starts left out of the copy-start attention loss"
     return f"""---
 license: apache-2.0
 library_name: transformers
@@ -701,6 +708,12 @@ class DefaultRecipe:
     broke every held-out "... Analytics" name at "tics"). 0 adds none, the recipe: run 21 (24, 47k drills)
     lifted tool arguments to 0.901 and evened the company suffixes out, but grounded fell to 0.280, its replies
     opening less often with the asked company (benchmarks/RESULTS.md)."""
+    drill_copy_starts: bool = True
+    """Whether the drills' copy starts teach the locator heads too (`pointer_loss`). A drill's copy start is an
+    easy lookup (one echoed line), yet drill rows hold 3x the supervised queries of corpus rows: at run 21's
+    dose about 8 a step next to the corpus' ~68, of which only ~10 are grounded (a 4000-conversation sample with
+    run 21's tokenizer). Off keeps the heads' supervision on the corpus' lookups while the drills still train
+    the pieces as outputs."""
     pointer_weight: float = 0.1
     """Weight of the copy-start attention loss (`pointer_loss`) on the first query head of each locator layer,
     next to the language-model loss's 1.0; 0 leaves the locators to the language-model loss alone. Run 16 against
@@ -746,7 +759,10 @@ def prepare_data(
     if recipe.vocab_drill_min_count > 0:
         plan = starved_pieces(tokenizer, reply_counts(tokenized, tokenizer.get_vocab_size()),
                               recipe.vocab_drill_min_count)  # fmt: skip
-        tokenized += tokenize_examples(tokenizer, vocabulary_drills(tokenizer, plan, seed))
+        drills = tokenize_examples(tokenizer, vocabulary_drills(tokenizer, plan, seed))
+        if not recipe.drill_copy_starts:
+            drills = [replace(d, copy_starts=False) for d in drills]
+        tokenized += drills
     rows = pack_examples(tokenized, recipe.row_len, pad_id=tokenizer.token_to_id(ENDOFTEXT))
     return tokenizer, rows
 
@@ -963,6 +979,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="add copy drills for word pieces that are reply tokens fewer times than this, 0 = none "
         "(default: recipe)",
     )
+    parser.add_argument(
+        "--drill-copy-starts",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="whether the drills' copy starts are supervised by the copy-start attention loss (default: recipe)",
+    )
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice, all cores)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     return parser
@@ -1007,6 +1029,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.vocab_drill_min_count < 0:
             parser.error(f"--vocab-drill-min-count must be >= 0, got {args.vocab_drill_min_count}")
         recipe = replace(recipe, vocab_drill_min_count=args.vocab_drill_min_count)
+    if args.drill_copy_starts is not None:
+        recipe = replace(recipe, drill_copy_starts=args.drill_copy_starts)
     if args.group_size is not None:
         if not 1 <= args.group_size <= MAX_GROUP_SIZE:
             parser.error(f"--group-size must be 1 to {MAX_GROUP_SIZE}, got {args.group_size}")

@@ -157,3 +157,24 @@ def test_contested_continuations_point_at_the_source_that_goes_on_longest() -> N
     assert plain.sources[0].nonzero().flatten().tolist() == [6]
     assert targets.sources[0].nonzero().flatten().tolist() == [6]
     assert targets.sources[1].nonzero().flatten().tolist() == [8]
+
+
+def test_rows_masked_out_of_copy_starts_give_the_loss_nothing(bundled_tokenizer, bundled_corpus) -> None:
+    """`PackedRows.copy_start_mask` (drills left out) reaches the loss: fully masked rows supervise no query,
+    though their replies still train the language-model loss."""
+    shape = ModelShape(hidden_size=256, intermediate_size=256, num_hidden_layers=3, num_attention_heads=4,
+                       num_key_value_heads=2, rope_theta=5e5)  # fmt: skip
+    recipe = replace(DefaultRecipe(), main_shape=shape, main_locator_layers=(2,))
+    induction = replace(InductionInit(), locator_layers=(2,))
+    vocab = padded_vocab_size(bundled_tokenizer)
+    variants = SpaceVariants.from_vocab(bundled_tokenizer.get_vocab())
+    model, guard = build_guarded_model(shape, vocab, 1, 0, 0, induction, variants)
+    pointer = pointer_supervision(recipe, shape, induction, vocab, variants, bundled_tokenizer)
+    assert pointer is not None
+    rows = pack_examples(tokenize_examples(bundled_tokenizer, bundled_corpus[:100]), row_len=768, pad_id=0)
+    assert pointer.targets(rows.input_ids[:2], rows.position_ids[:2], rows.labels[:2]).count > 0
+    masked = replace(rows, copy_start_mask=torch.zeros_like(rows.input_ids, dtype=torch.bool))
+    config = TrainConfig(max_steps=2, batch_rows=2, lr=3e-3, warmup_steps=1)
+    result = train_model(model, masked, config, progress=False, guard=guard, pointer=pointer)
+    assert result.final_pointer_loss == 0.0
+    assert result.final_loss > 0

@@ -6,6 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import torch
 from tokenizers import Tokenizer
 
 from switchyard.bundled.data import TokenizedExample, tokenize_examples
@@ -66,6 +67,29 @@ def test_prepare_data_adds_drills_unless_turned_off(tmp_path: Path) -> None:
     _, without = prepare_data(recipe, 0, tmp_path / "b", resume=False)
     assert without.num_examples == recipe.corpus_size
     assert with_drills.num_examples > without.num_examples
+
+
+def test_drill_copy_starts_can_be_left_out_of_the_pointer_loss(tmp_path: Path) -> None:
+    recipe = replace(tiny_recipe(), vocab_drill_min_count=24)
+    assert recipe.drill_copy_starts, "supervised like any reply unless turned off"
+    _, supervised = prepare_data(recipe, 0, tmp_path / "a", resume=False)
+    assert supervised.copy_start_mask is None
+    _, left_out = prepare_data(replace(recipe, drill_copy_starts=False), 0, tmp_path / "b", resume=False)
+    _, no_drills = prepare_data(replace(recipe, vocab_drill_min_count=0), 0, tmp_path / "c", resume=False)
+    mask = left_out.copy_start_mask
+    assert mask is not None and torch.equal(left_out.input_ids, supervised.input_ids)
+    drill_tokens = int(left_out.row_tokens.sum() - no_drills.row_tokens.sum())
+    assert drill_tokens > 0 and int((~mask).sum()) == drill_tokens, "exactly the drills' tokens are left out"
+    padding = torch.arange(mask.shape[1]) >= left_out.row_tokens[:, None]
+    assert bool(mask[padding].all())
+
+
+def test_drill_copy_starts_option_reproduces() -> None:
+    recipe = replace(tiny_recipe(), vocab_drill_min_count=24, drill_copy_starts=False)
+    command = reproduce_command(recipe, 0, 90)
+    assert "--no-drill-copy-starts" in command
+    assert build_parser().parse_args(command.split()[2:]).drill_copy_starts is False
+    assert "drill-copy-starts" not in reproduce_command(replace(recipe, drill_copy_starts=True), 0, 90)
 
 
 def test_vocab_drill_option_reproduces_and_rejects_negatives() -> None:
