@@ -173,8 +173,8 @@ def pack_examples(examples: Sequence[TokenizedExample], row_len: int, pad_id: in
     position_ids = torch.zeros((len(rows), row_len), dtype=torch.long)
     labels = torch.full((len(rows), row_len), IGNORE_INDEX, dtype=torch.long)
     row_tokens = torch.zeros(len(rows), dtype=torch.long)
-    unsupervised = not all(e.copy_starts for e in examples)
-    copy_start_mask = torch.ones((len(rows), row_len), dtype=torch.bool) if unsupervised else None
+    any_left_out = not all(e.copy_starts for e in examples)
+    copy_start_mask = torch.ones((len(rows), row_len), dtype=torch.bool) if any_left_out else None
     for r, indices in enumerate(rows):
         cursor = 0
         for index in indices:

@@ -9,7 +9,7 @@ import torch
 import transformers
 
 from switchyard.bundled.data import IGNORE_INDEX, pack_examples, tokenize_examples
-from switchyard.bundled.induction_init import InductionInit, SpaceVariants
+from switchyard.bundled.induction_init import CircuitGuard, InductionInit, SpaceVariants
 from switchyard.bundled.pointer_loss import PointerSupervision
 from switchyard.bundled.train import (
     DefaultRecipe,
@@ -106,20 +106,29 @@ def test_loss_is_minus_log_of_the_models_own_attention_mass() -> None:
     assert model.model.layers[1].self_attn.q_proj.weight.grad.abs().sum() > 0
 
 
+_LOCATOR_SHAPE = ModelShape(hidden_size=256, intermediate_size=256, num_hidden_layers=3, num_attention_heads=4,
+                            num_key_value_heads=2, rope_theta=5e5)  # fmt: skip
+
+
+def _locator_model(tokenizer) -> tuple[torch.nn.Module, CircuitGuard | None, PointerSupervision]:
+    """The recipe's wiring on a 3-layer model with its locator in layer 2, and that locator's supervision."""
+    recipe = replace(DefaultRecipe(), main_shape=_LOCATOR_SHAPE, main_locator_layers=(2,))
+    induction = replace(InductionInit(), locator_layers=(2,))
+    vocab = padded_vocab_size(tokenizer)
+    variants = SpaceVariants.from_vocab(tokenizer.get_vocab())
+    model, guard = build_guarded_model(_LOCATOR_SHAPE, vocab, 1, 0, 0, induction, variants)
+    pointer = pointer_supervision(recipe, _LOCATOR_SHAPE, induction, vocab, variants, tokenizer)
+    assert pointer is not None
+    return model, guard, pointer
+
+
 def test_training_with_it_teaches_the_locator_head_where_copies_start(
     bundled_tokenizer, bundled_corpus
 ) -> None:
     """The recipe's wiring on a 3-layer model (locator in layer 2) and the real corpus: the supervised head's
     attention mass on copy sources grows within a few steps, and the result reports the loss."""
-    shape = ModelShape(hidden_size=256, intermediate_size=256, num_hidden_layers=3, num_attention_heads=4,
-                       num_key_value_heads=2, rope_theta=5e5)  # fmt: skip
-    recipe = replace(DefaultRecipe(), main_shape=shape, main_locator_layers=(2,))
-    induction = replace(InductionInit(), locator_layers=(2,))
-    vocab = padded_vocab_size(bundled_tokenizer)
-    variants = SpaceVariants.from_vocab(bundled_tokenizer.get_vocab())
-    model, guard = build_guarded_model(shape, vocab, 1, 0, 0, induction, variants)
-    pointer = pointer_supervision(recipe, shape, induction, vocab, variants, bundled_tokenizer)
-    assert pointer is not None and pointer.layers == (2,) and pointer.head == 2
+    model, guard, pointer = _locator_model(bundled_tokenizer)
+    assert pointer.layers == (2,) and pointer.head == 2
     rows = pack_examples(tokenize_examples(bundled_tokenizer, bundled_corpus[:200]), row_len=768, pad_id=0)
     batch = rows.input_ids[:2], rows.position_ids[:2], rows.labels[:2]
     targets = pointer.targets(*batch)
@@ -139,8 +148,9 @@ def test_training_with_it_teaches_the_locator_head_where_copies_start(
     after = measured()
     assert after < before - 1.0, (before, after)
     # without locator heads there is nothing to supervise
-    assert pointer_supervision(recipe, shape, replace(induction, locator_layers=()), vocab, variants,
-                               bundled_tokenizer) is None  # fmt: skip
+    assert pointer_supervision(replace(DefaultRecipe(), main_shape=_LOCATOR_SHAPE), _LOCATOR_SHAPE,
+                               InductionInit(), padded_vocab_size(bundled_tokenizer),
+                               SpaceVariants.from_vocab(bundled_tokenizer.get_vocab()), bundled_tokenizer) is None  # fmt: skip
 
 
 def test_contested_continuations_point_at_the_source_that_goes_on_longest() -> None:
@@ -162,15 +172,7 @@ def test_contested_continuations_point_at_the_source_that_goes_on_longest() -> N
 def test_rows_masked_out_of_copy_starts_give_the_loss_nothing(bundled_tokenizer, bundled_corpus) -> None:
     """`PackedRows.copy_start_mask` (drills left out) reaches the loss: fully masked rows supervise no query,
     though their replies still train the language-model loss."""
-    shape = ModelShape(hidden_size=256, intermediate_size=256, num_hidden_layers=3, num_attention_heads=4,
-                       num_key_value_heads=2, rope_theta=5e5)  # fmt: skip
-    recipe = replace(DefaultRecipe(), main_shape=shape, main_locator_layers=(2,))
-    induction = replace(InductionInit(), locator_layers=(2,))
-    vocab = padded_vocab_size(bundled_tokenizer)
-    variants = SpaceVariants.from_vocab(bundled_tokenizer.get_vocab())
-    model, guard = build_guarded_model(shape, vocab, 1, 0, 0, induction, variants)
-    pointer = pointer_supervision(recipe, shape, induction, vocab, variants, bundled_tokenizer)
-    assert pointer is not None
+    model, guard, pointer = _locator_model(bundled_tokenizer)
     rows = pack_examples(tokenize_examples(bundled_tokenizer, bundled_corpus[:100]), row_len=768, pad_id=0)
     assert pointer.targets(rows.input_ids[:2], rows.position_ids[:2], rows.labels[:2]).count > 0
     masked = replace(rows, copy_start_mask=torch.zeros_like(rows.input_ids, dtype=torch.bool))
