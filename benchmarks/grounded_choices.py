@@ -57,8 +57,6 @@ class GroundedCase:
     """'quote' or 'not found' (replies that open with a value or "According to [k]" are left out)."""
     asked: int
     others: frozenset[int]
-    bare_of: dict[int, int]
-    """Spaced piece -> its bare form (shared by all cases): the reply's name is bare, the question's spaced."""
 
 
 def bare_forms(tokenizer: Tokenizer) -> dict[int, int]:
@@ -70,7 +68,6 @@ def grounded_cases(tokenizer: Tokenizer, count: int, seed: int) -> list[Grounded
     def first_piece(text: str) -> int:
         return tokenizer.encode(text, add_special_tokens=False).ids[0]
 
-    bare_of = bare_forms(tokenizer)
     cases: list[GroundedCase] = []
     # longest first: "Acme Labs" over "Acme"
     companies = sorted(HELDOUT_ENTITIES.companies, key=len, reverse=True)
@@ -96,22 +93,22 @@ def grounded_cases(tokenizer: Tokenizer, count: int, seed: int) -> list[Grounded
         if asked_id != first_piece(asked):
             continue  # the name's first piece merged with what follows it
         others = frozenset(first_piece(t) for t in lines.values() if not t.startswith(asked)) - {asked_id}
-        cases.append(GroundedCase(encoding.ids, reply_start, after, form, asked_id, others, bare_of))
+        cases.append(GroundedCase(encoding.ids, reply_start, after, form, asked_id, others))
         if len(cases) >= count:
             break
     return cases
 
 
-def continuation_source(case: GroundedCase, token: int) -> str:
+def continuation_source(case: GroundedCase, token: int, bare_of: dict[int, int]) -> str:
     """Where a token predicted after the asked company's name also follows that name in the prompt: the last
     occurrence is the question's (the question comes after the passages), earlier ones are passages'. Pieces are
     compared spaced and bare alike (the question has " Acme", the passage lines and the reply "Acme")."""
-    canon = [case.bare_of.get(i, i) for i in case.ids[: case.after_company]]
+    canon = [bare_of.get(i, i) for i in case.ids[: case.after_company]]
     name = canon[case.reply_start : case.after_company]
     follows = [
         canon[end] for end in range(len(name), case.reply_start) if canon[end - len(name) : end] == name
     ]
-    token = case.bare_of.get(token, token)
+    token = bare_of.get(token, token)
     if follows and follows[-1] == token:
         return "the question's next word"
     if token in follows[:-1]:
@@ -121,6 +118,7 @@ def continuation_source(case: GroundedCase, token: int) -> str:
 
 def measure(model: torch.nn.Module, tokenizer: Tokenizer, cases: list[GroundedCase]) -> dict[str, object]:
     colon = tokenizer.encode(":", add_special_tokens=False).ids[0]
+    bare_of = bare_forms(tokenizer)
     wrong_source: collections.Counter[str] = collections.Counter()
     first: collections.Counter[str] = collections.Counter()
     second: dict[str, collections.Counter[str]] = {
@@ -159,7 +157,7 @@ def measure(model: torch.nn.Module, tokenizer: Tokenizer, cases: list[GroundedCa
             else:
                 second[case.form]["other"] += 1
             if nxt != gold:
-                wrong_source[f"{case.form}: {continuation_source(case, nxt)}"] += 1
+                wrong_source[f"{case.form}: {continuation_source(case, nxt, bare_of)}"] += 1
     n = max(len(cases), 1)
     return {
         "cases": len(cases),

@@ -110,14 +110,24 @@ _LOCATOR_SHAPE = ModelShape(hidden_size=256, intermediate_size=256, num_hidden_l
                             num_key_value_heads=2, rope_theta=5e5)  # fmt: skip
 
 
+def _locator_supervision(tokenizer, locator_layers: tuple[int, ...] = (2,)) -> PointerSupervision | None:
+    """What `pointer_supervision` gives the recipe's wiring on `_LOCATOR_SHAPE` with these locator layers."""
+    recipe = replace(DefaultRecipe(), main_shape=_LOCATOR_SHAPE, main_locator_layers=locator_layers)
+    induction = replace(InductionInit(), locator_layers=locator_layers)
+    variants = SpaceVariants.from_vocab(tokenizer.get_vocab())
+    return pointer_supervision(
+        recipe, _LOCATOR_SHAPE, induction, padded_vocab_size(tokenizer), variants, tokenizer
+    )
+
+
 def _locator_model(tokenizer) -> tuple[torch.nn.Module, CircuitGuard | None, PointerSupervision]:
     """The recipe's wiring on a 3-layer model with its locator in layer 2, and that locator's supervision."""
-    recipe = replace(DefaultRecipe(), main_shape=_LOCATOR_SHAPE, main_locator_layers=(2,))
     induction = replace(InductionInit(), locator_layers=(2,))
-    vocab = padded_vocab_size(tokenizer)
     variants = SpaceVariants.from_vocab(tokenizer.get_vocab())
-    model, guard = build_guarded_model(_LOCATOR_SHAPE, vocab, 1, 0, 0, induction, variants)
-    pointer = pointer_supervision(recipe, _LOCATOR_SHAPE, induction, vocab, variants, tokenizer)
+    model, guard = build_guarded_model(
+        _LOCATOR_SHAPE, padded_vocab_size(tokenizer), 1, 0, 0, induction, variants
+    )
+    pointer = _locator_supervision(tokenizer)
     assert pointer is not None
     return model, guard, pointer
 
@@ -148,9 +158,7 @@ def test_training_with_it_teaches_the_locator_head_where_copies_start(
     after = measured()
     assert after < before - 1.0, (before, after)
     # without locator heads there is nothing to supervise
-    assert pointer_supervision(replace(DefaultRecipe(), main_shape=_LOCATOR_SHAPE), _LOCATOR_SHAPE,
-                               InductionInit(), padded_vocab_size(bundled_tokenizer),
-                               SpaceVariants.from_vocab(bundled_tokenizer.get_vocab()), bundled_tokenizer) is None  # fmt: skip
+    assert _locator_supervision(bundled_tokenizer, locator_layers=()) is None
 
 
 def test_contested_continuations_point_at_the_source_that_goes_on_longest() -> None:
