@@ -171,6 +171,15 @@ lamp kettle chair bottle speaker charger blender heater scanner router drone mug
 jacket boots cart grill mixer printer camera stroller kit tent radio""")
 _TOPIC_NOUNS = _words("policy rules guide process checklist requests allowance schedule access program")
 _ROLE_NOUNS = _words("technician specialist assistant manager inspector operator consultant coordinator")
+_COMPANY_SUFFIXES_WIDE = _words("""
+Labs Systems Dynamics Foods Energy Robotics Logistics Media Group Partners Industries Holdings Networks Brands
+Capital Devices Designs Goods Games Farms Aerospace Pharma Software Solutions Ventures Supply Materials
+Instruments Marine Mining Optics Apparel Audio Cycles Outdoors Kitchens Tools Mills Records Press Airlines
+Bank Clinic Bakery Chemicals Electric Freight Foundry Gear Interiors Labels Metals Paper Plastics Power
+Security Sports Telecom Toys Travel Water Wireless""")
+"""Company suffixes of the widened training lists (none of the held-out ones, which `banned` also checks)."""
+INVENTED_SUFFIX_SHARE = 0.25
+"""Of the invented training companies: a second invented word in place of a suffix ("Dorvu Kelmar")."""
 
 
 def _invented_syllable(rng: random.Random) -> str:
@@ -204,13 +213,17 @@ def _invented_words(
 
 
 def widen_for_training(
-    base: EntityLists, held_out: EntityLists, count: int = 1500, seed: int = 7
+    base: EntityLists, held_out: EntityLists, count: int = 1500, seed: int = 7, company_count: int = 24_000
 ) -> EntityLists:
     """Training lists plus many invented entries, so no name recurs often enough to be worth memorising.
 
     With a hundred cities a small model lowers its loss fastest by recalling which city tends to follow
     "weather in", and then writes a training city for a held-out one. With thousands of one-off names the
     only way to get an argument right is to copy it from the prompt, which is what the gate measures.
+
+    Companies get many more (`company_count`) and varied suffixes: every grounded passage names one, and with
+    810 companies on 8 suffixes (each named ~460 times in the 200k corpus) run 18 answered 0.77 of grounded
+    questions about training companies against 0.48-0.55 about held-out ones, values held out or not.
     """
     banned = {
         word.casefold()
@@ -227,13 +240,18 @@ def widen_for_training(
     def lower(n: int) -> list[str]:
         return _invented_words(n, rng, banned, (1, 3))
 
-    suffixes = _COMPANY_SUFFIXES_TRAIN
+    suffixes = [s for s in _COMPANY_SUFFIXES_WIDE if s.casefold() not in banned]
+
+    def company(stem: str) -> str:
+        if rng.random() < INVENTED_SUFFIX_SHARE:
+            return f"{stem} {names(1, (1, 2))[0]}"
+        return f"{stem} {rng.choice(suffixes)}"
+
     return EntityLists(
         first_names=base.first_names + names(count),
         last_names=base.last_names + names(count),
         cities=base.cities + names(count),
-        companies=base.companies
-        + tuple(f"{stem} {rng.choice(suffixes)}" for stem in names(count // 2, (2, 3))),
+        companies=base.companies + tuple(company(stem) for stem in names(company_count, (2, 3))),
         products=base.products + tuple(f"{word} {rng.choice(_GENERIC_NOUNS)}" for word in lower(count // 2)),
         jobs=base.jobs + tuple(f"{word} {rng.choice(_ROLE_NOUNS)}" for word in lower(count // 5)),
         topics=base.topics + tuple(f"{word} {rng.choice(_TOPIC_NOUNS)}" for word in lower(count // 5)),

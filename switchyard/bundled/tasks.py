@@ -1158,7 +1158,9 @@ def rewrite_request(ctx: TaskContext, text: str, named: str) -> tuple[str, str, 
         lead = ctx.pick(("Say exactly this: ", "Repeat this text word for word:\n", "Copy this paragraph:\n",
                          "Please write this back unchanged:\n"))  # fmt: skip
         return lead + text, text, named
-    new = ctx.pick([c for c in ctx.entities.companies if c not in text][:200])
+    new = ctx.pick(ctx.entities.companies)
+    while new in text:
+        new = ctx.pick(ctx.entities.companies)
     request = ctx.pick((f"Rewrite this with {new} in place of {named}:\n{text}",
                         f"Replace {named} with {new} in the following text.\n\n{text}"))  # fmt: skip
     return request, text.replace(named, new), new

@@ -104,7 +104,7 @@ def test_mirror_adds_the_bare_form_of_word_start_merges() -> None:
     texts = _spaced_name_texts()
     plain = _train_bpe(texts, 800, 2)
     mirrored = mirror_word_start_merges(plain)
-    assert len(_split_differently(plain, HELDOUT_NAMES)) >= 10
+    assert len(_split_differently(plain, HELDOUT_NAMES)) >= 3, "the plain merges show the problem"
     assert _split_differently(mirrored, HELDOUT_NAMES) == []
     assert mirrored.get_vocab_size() > plain.get_vocab_size()
     for token, token_id in plain.get_vocab().items():

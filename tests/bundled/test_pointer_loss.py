@@ -142,7 +142,7 @@ def test_training_with_it_teaches_the_locator_head_where_copies_start(
     rows = pack_examples(tokenize_examples(bundled_tokenizer, bundled_corpus[:200]), row_len=768, pad_id=0)
     batch = rows.input_ids[:2], rows.position_ids[:2], rows.labels[:2]
     targets = pointer.targets(*batch)
-    assert targets.count > 10
+    assert targets.count >= 8
 
     def measured() -> float:
         with torch.no_grad(), pointer.capture(model) as captured:
