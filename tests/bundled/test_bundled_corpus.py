@@ -78,6 +78,16 @@ def test_heldout_uses_other_entities_and_seed() -> None:
     assert not train_only
 
 
+def test_training_companies_are_many_and_share_no_word_with_held_out_ones() -> None:
+    """Companies recur rarely enough that copying, not recall, is what a reply about one can rely on."""
+    companies = TRAIN_ENTITIES.companies
+    assert len(set(companies)) == len(companies) >= 20_000
+    suffixes = {c.rpartition(" ")[2] for c in companies}
+    assert len(suffixes) > 200  # listed suffixes and invented second words
+    held_out_words = {w.casefold() for c in HELDOUT_ENTITIES.companies for w in c.split()}
+    assert not [c for c in companies if {w.casefold() for w in c.split()} & held_out_words]
+
+
 def _tool_calls(message: dict) -> list[dict]:
     return [
         {"name": c["function"]["name"], "arguments": c["function"]["arguments"]}
