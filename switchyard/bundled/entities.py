@@ -212,8 +212,16 @@ def _invented_words(
     return list(words)
 
 
+TRAINING_NAME_COUNT = 1500
+"""Invented entries the widened training lists add to each name list (people, cities, products: half as many)."""
+
+
 def widen_for_training(
-    base: EntityLists, held_out: EntityLists, count: int = 1500, seed: int = 7, company_count: int = 24_000
+    base: EntityLists,
+    held_out: EntityLists,
+    count: int = TRAINING_NAME_COUNT,
+    seed: int = 7,
+    company_count: int = 24_000,
 ) -> EntityLists:
     """Training lists plus many invented entries, so no name recurs often enough to be worth memorising.
 
@@ -263,3 +271,12 @@ def widen_for_training(
 
 HELDOUT_ENTITIES = make_entities(held_out=True)
 TRAIN_ENTITIES = widen_for_training(make_entities(held_out=False), HELDOUT_ENTITIES)
+
+
+def training_entities(count: int = TRAINING_NAME_COUNT) -> EntityLists:
+    """The training lists with `count` invented entries a name list (`TRAIN_ENTITIES` at the default)."""
+    if count == TRAINING_NAME_COUNT:
+        return TRAIN_ENTITIES
+    if count < 1:
+        raise ValueError(f"invented entries per list must be >= 1, got {count}")
+    return widen_for_training(make_entities(held_out=False), HELDOUT_ENTITIES, count=count)
