@@ -213,7 +213,8 @@ def _invented_words(
 
 
 TRAINING_NAME_COUNT = 1500
-"""Invented entries the widened training lists add to each name list (people, cities, products: half as many)."""
+"""Invented entries the widened training lists add to first names, last names and cities; products get half as
+many, jobs, topics, code words and places a fifth (companies have their own count)."""
 
 
 def widen_for_training(
@@ -230,8 +231,9 @@ def widen_for_training(
     only way to get an argument right is to copy it from the prompt, which is what the gate measures.
 
     Companies get many more (`company_count`) and varied suffixes: every grounded passage names one, and with
-    810 companies on 8 suffixes (each named ~460 times in the 200k corpus) run 18 answered 0.77 of grounded
-    questions about training companies against 0.48-0.55 about held-out ones, values held out or not.
+    810 companies on 8 suffixes (each named ~460 times in the 200k corpus) run 18 answered 0.72-0.77 of grounded
+    questions about training companies against 0.48-0.55 about held-out ones, whether the values were held out
+    or not; at 24k the gap fell to 0.06 and the gate's grounded rate rose to 0.583 (run 24).
     """
     banned = {
         word.casefold()
