@@ -47,6 +47,7 @@ from switchyard.bundled.train import (
     padded_vocab_size,
     pointer_supervision,
 )
+from switchyard.models.cpu_bf16 import cpu_has_native_bf16
 
 
 def evaluate(
@@ -220,7 +221,7 @@ def main() -> None:
         index = batch_rows(rows.num_rows, config.batch_rows, step, 0)
         ids, positions, labels = rows.input_ids[index], rows.position_ids[index], rows.labels[index]
         with (
-            torch.autocast("cpu", dtype=torch.bfloat16),
+            torch.autocast("cpu", dtype=torch.bfloat16, enabled=cpu_has_native_bf16()),
             pointer.capture(model) if pointer is not None else contextlib.nullcontext({}) as captured,
         ):
             loss = assistant_loss(

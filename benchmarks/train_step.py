@@ -40,6 +40,7 @@ from switchyard.bundled.train import (
     make_optimizer,
     padded_vocab_size,
 )
+from switchyard.models.cpu_bf16 import cpu_has_native_bf16
 
 
 @dataclass
@@ -76,10 +77,13 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=8, help="timed steps per layout per round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int)
+    parser.add_argument("--precision", choices=("auto", "bf16", "fp32"), default="auto",
+                        help="bf16 autocast or float32 (auto: bf16 where this CPU computes it natively)")  # fmt: skip
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    bf16 = args.precision == "bf16" or (args.precision == "auto" and cpu_has_native_bf16())
     step_tokens = recipe.main.batch_rows * recipe.row_len
     if step_tokens % args.group_row_len or step_tokens % args.lone_row_len:
         parser.error(f"row lengths must divide the recipe's {step_tokens} tokens per step")
@@ -111,7 +115,7 @@ def main() -> None:
                 index = batch_rows(rows.num_rows, layout.batch_rows, step, seed=0)
                 step += 1
                 started = time.perf_counter()
-                with torch.autocast("cpu", dtype=torch.bfloat16):
+                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
                     loss = assistant_loss(
                         model, rows.input_ids[index], rows.position_ids[index], rows.labels[index]
                     )
@@ -126,6 +130,7 @@ def main() -> None:
     result = {
         "shape": args.shape,
         "threads": torch.get_num_threads(),
+        "bf16_autocast": bf16,
         "group_size": args.group_size,
         "seconds_per_step": {name: round(value, 4) for name, value in median.items()},
         "conversations_per_step": {name: round(layout.conversations_per_step, 2) for name, layout in layouts.items()},

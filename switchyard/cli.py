@@ -15,7 +15,9 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
     """Engine flags shared by every command that loads a model (names follow vLLM's)."""
     group = parser.add_argument_group("engine")
     group.add_argument(
-        "--dtype", default="auto", help="float32, bfloat16, float16 or auto (checkpoint dtype)"
+        "--dtype",
+        default="auto",
+        help="float32, bfloat16, float16 or auto (the checkpoint's dtype; float32 on a CPU without native bf16)",
     )
     group.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto")
     group.add_argument("--block-size", type=int, default=16, help="tokens per KV cache block")

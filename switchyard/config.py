@@ -18,7 +18,8 @@ class EngineConfig:
     tokenizer: str | None = None
     """Tokenizer folder when it differs from the model folder."""
     dtype: str = "auto"
-    """float32, bfloat16, float16, or auto (the checkpoint's dtype)."""
+    """float32, bfloat16, float16, or auto: the checkpoint's dtype, widened to float32 on a CPU without native
+    bf16 (`models.cpu_bf16`)."""
     device: str = "auto"
     """cpu, cuda, cuda:N, or auto (cuda when present)."""
     block_size: int = 16

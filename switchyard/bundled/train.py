@@ -56,6 +56,7 @@ from switchyard.bundled.tokenizer_training import (
     train_tokenizer,
 )
 from switchyard.bundled.vocab_drill import reply_counts, starved_pieces, vocabulary_drills
+from switchyard.models.cpu_bf16 import cpu_has_native_bf16
 
 CHECKPOINT_FILE = "state.pt"
 DONE_FILE = "done.json"
@@ -130,9 +131,11 @@ class TrainConfig:
     weight_decay: float = 0.1
     beta2: float = 0.95
     grad_clip: float = 1.0
-    bf16_autocast: bool = True
-    """bf16 matmuls under autocast (weights and optimizer stay float32). On the reference 2-core AVX512-BF16
-    machine it trains the main shape 1.6x and the draft 1.45x faster than float32."""
+    bf16_autocast: bool | None = None
+    """bf16 matmuls under autocast (weights and optimizer stay float32); None: where this CPU computes bf16
+    natively (`models.cpu_bf16`). On the reference 2-core AVX512-BF16 machine it trains the main shape 1.6x and
+    the draft 1.45x faster than float32; on a 2-core AVX2 machine a main-model step took 71 s under it against
+    4.8 s in float32 (`benchmarks/train_step.py --no-bf16`)."""
     packed_attention: bool = True
     """Attend within each packed example only, one causal SDPA per example (`packed_attention`), instead of
     the full row under a block-diagonal mask: same results, 1.07x the main model's steps per second on the
@@ -195,6 +198,8 @@ class TrainResult:
     recent_losses: list[float] = field(default_factory=list)
     final_pointer_loss: float | None = None
     """Mean copy-start attention loss over the last steps (`pointer_loss`), when it was trained."""
+    bf16_autocast: bool = True
+    """Whether the matrix products ran in bf16 (`TrainConfig.bf16_autocast` as resolved on this machine)."""
 
 
 def count_parameters(model: torch.nn.Module) -> int:
@@ -399,6 +404,9 @@ def train_model(
             },
         )
 
+    use_bf16 = config.bf16_autocast if config.bf16_autocast is not None else cpu_has_native_bf16()
+    if not use_bf16 and config.bf16_autocast is None:
+        tqdm.write(f"{desc}: this CPU has no native bf16 matrix products; training in float32")
     model.train()
     attention = model.config._attn_implementation
     if config.packed_attention:
@@ -416,7 +424,7 @@ def train_model(
             index = batch_rows(rows.num_rows, config.batch_rows, step, config.seed)
             input_ids, labels, positions = rows.input_ids[index], rows.labels[index], rows.position_ids[index]
             with (
-                torch.autocast("cpu", dtype=torch.bfloat16, enabled=config.bf16_autocast),
+                torch.autocast("cpu", dtype=torch.bfloat16, enabled=use_bf16),
                 pointer.capture(model) if pointer is not None else contextlib.nullcontext({}) as captured,
             ):
                 lm_loss = assistant_loss(
@@ -492,6 +500,7 @@ def train_model(
         stopped_by_budget=stopped_by_budget,
         recent_losses=recent,
         final_pointer_loss=sum(pointer_losses[-20:]) / len(pointer_losses[-20:]) if pointer_losses else None,
+        bf16_autocast=use_bf16,
     )
 
 
@@ -636,6 +645,7 @@ Reproduce with `{command or f"switchyard train-default --seed {seed}"}`.
 | final loss | {result.final_loss:.4f} (mean over the last steps, {loss_terms}) |
 | wall time | {result.wall_time_s / 60:.1f} minutes |
 | optimiser | AdamW, lr {config.lr}, warmup {config.warmup_steps} steps, cosine to {config.min_lr_ratio} x lr, weight decay {config.weight_decay} |
+| precision | {"bf16 matrix products under autocast" if result.bf16_autocast else "float32"}, float32 weights and optimiser state |
 
 ## Chat format
 

@@ -56,6 +56,7 @@ from switchyard.engine.structured import (
 )
 from switchyard.errors import CapacityError, InvalidRequestError
 from switchyard.models.config import ModelArchConfig
+from switchyard.models.cpu_bf16 import auto_dtype
 from switchyard.models.loader import load_model, parse_dtype
 from switchyard.models.packed_linear import can_pack, pack_linear_layers
 from switchyard.models.tokenizer import eos_token_ids, load_generation_defaults, load_tokenizer
@@ -107,10 +108,10 @@ class LLMEngine:
         self.model_path = folder
         arch = ModelArchConfig.from_folder(folder)
         self.model_config = arch
-        dtype_name = config.dtype if config.dtype != "auto" else (arch.torch_dtype or "float32")
-        if dtype_name == "auto" or dtype_name not in ("float32", "bfloat16", "float16"):
-            dtype_name = "float32"
-        self.dtype = parse_dtype(dtype_name)
+        if config.dtype == "auto":
+            self.dtype = parse_dtype(auto_dtype(arch.torch_dtype, self.device))
+        else:
+            self.dtype = parse_dtype(config.dtype)
         self.max_model_len = min(
             config.max_model_len or arch.max_position_embeddings, arch.max_position_embeddings
         )

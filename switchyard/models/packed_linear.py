@@ -13,6 +13,8 @@ import logging
 import torch
 from torch import nn
 
+from switchyard.models.cpu_bf16 import cpu_has_native_bf16
+
 logger = logging.getLogger(__name__)
 
 PACKABLE_DTYPES = (torch.float32, torch.bfloat16)
@@ -20,11 +22,13 @@ _PACKED_MODULES = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj", "lm_head")
 
 
 def can_pack(device: torch.device, dtype: torch.dtype) -> bool:
+    """oneDNN packs float32 on any x86 CPU, bf16 only where it computes bf16 natively (it refuses elsewhere)."""
     return (
         device.type == "cpu"
         and dtype in PACKABLE_DTYPES
         and torch.backends.mkldnn.is_available()
         and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
+        and (dtype != torch.bfloat16 or cpu_has_native_bf16())
     )
 
 
