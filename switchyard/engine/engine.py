@@ -56,7 +56,7 @@ from switchyard.engine.structured import (
 )
 from switchyard.errors import CapacityError, InvalidRequestError
 from switchyard.models.config import ModelArchConfig
-from switchyard.models.cpu_bf16 import auto_dtype
+from switchyard.models.cpu_bf16 import auto_dtype, cpu_has_native_bf16
 from switchyard.models.loader import load_model, parse_dtype
 from switchyard.models.packed_linear import can_pack, pack_linear_layers
 from switchyard.models.tokenizer import eos_token_ids, load_generation_defaults, load_tokenizer
@@ -112,6 +112,12 @@ class LLMEngine:
             self.dtype = parse_dtype(auto_dtype(arch.torch_dtype, self.device))
         else:
             self.dtype = parse_dtype(config.dtype)
+            if self.device.type == "cpu" and self.dtype != torch.float32 and not cpu_has_native_bf16():
+                logger.warning(
+                    "dtype %s on a CPU without native bf16/fp16 matrix products: every product is emulated "
+                    "(tens of times slower than float32; --dtype auto picks float32 here)",
+                    config.dtype,
+                )
         self.max_model_len = min(
             config.max_model_len or arch.max_position_embeddings, arch.max_position_embeddings
         )
