@@ -9,6 +9,8 @@ from collections.abc import Sequence
 
 TOOL_CALL_FORMATS = ("hermes", "llama3_json")
 """switchyard.tool_calling's registered formats (listed here so `--help` need not import the engine; tested)."""
+KV_CACHE_DTYPE_NAMES = ("auto", "float32", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2")
+"""models.kv_cache_dtype's names, listed here for the same reason (tested)."""
 
 
 def add_engine_args(parser: argparse.ArgumentParser) -> None:
@@ -18,6 +20,12 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
         "--dtype",
         default="auto",
         help="float32, bfloat16, float16 or auto (the checkpoint's dtype; float32 on a CPU without native bf16)",
+    )
+    group.add_argument(
+        "--kv-cache-dtype",
+        default="auto",
+        choices=KV_CACHE_DTYPE_NAMES,
+        help="storage dtype of KV cache entries (auto: the model's; fp8 = fp8_e4m3, scale 1)",
     )
     group.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto")
     group.add_argument("--block-size", type=int, default=16, help="tokens per KV cache block")
@@ -95,6 +103,7 @@ def engine_config_from_args(args: argparse.Namespace):  # type: ignore[no-untype
     return EngineConfig(
         model=args.model,
         dtype=args.dtype,
+        kv_cache_dtype=args.kv_cache_dtype,
         device=args.device,
         block_size=args.block_size,
         max_model_len=args.max_model_len,

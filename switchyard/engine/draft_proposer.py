@@ -42,6 +42,7 @@ class DraftModelProposer:
         num_blocks: int,
         block_size: int,
         sampler: Sampler,
+        kv_dtype: torch.dtype | None = None,
     ) -> None:
         """`model` is loaded by the engine, which sizes both KV caches from one budget."""
         self.model = model
@@ -50,7 +51,7 @@ class DraftModelProposer:
             raise ValueError(f"draft vocabulary ({vocab}) is larger than the target's ({target_vocab_size})")
         self.target_vocab_size = target_vocab_size
         self.block_manager = BlockManager(num_blocks, block_size)
-        self.runner = ModelRunner(self.model, num_blocks, block_size, dtype, device)
+        self.runner = ModelRunner(self.model, num_blocks, block_size, dtype, device, kv_dtype)
         self.sampler = sampler
         self._shadows: dict[int, Sequence] = {}
         self._ids = itertools.count()

@@ -57,6 +57,7 @@ from switchyard.engine.structured import (
 from switchyard.errors import CapacityError, InvalidRequestError
 from switchyard.models.config import ModelArchConfig
 from switchyard.models.cpu_bf16 import auto_dtype, cpu_has_native_bf16
+from switchyard.models.kv_cache_dtype import resolve_kv_cache_dtype
 from switchyard.models.loader import load_model, parse_dtype
 from switchyard.models.packed_linear import can_pack, pack_linear_layers
 from switchyard.models.tokenizer import eos_token_ids, load_generation_defaults, load_tokenizer
@@ -118,6 +119,7 @@ class LLMEngine:
                     "(tens of times slower than float32; --dtype auto picks float32 here)",
                     config.dtype,
                 )
+        self.kv_dtype = resolve_kv_cache_dtype(config.kv_cache_dtype, self.dtype)
         self.max_model_len = min(
             config.max_model_len or arch.max_position_embeddings, arch.max_position_embeddings
         )
@@ -172,7 +174,7 @@ class LLMEngine:
             self.kv_budget.num_blocks, config.block_size, enable_prefix_cache=config.enable_prefix_caching
         )
         self.runner = ModelRunner(
-            self.model, self.kv_budget.num_blocks, config.block_size, self.dtype, self.device
+            self.model, self.kv_budget.num_blocks, config.block_size, self.dtype, self.device, self.kv_dtype
         )
         self.policy = policy if policy is not None else PriorityFairPolicy(config.tenant_weights)
         self.scheduler = Scheduler(self.scheduler_config, self.block_manager, self.policy)
@@ -199,6 +201,7 @@ class LLMEngine:
                     dtype=self.dtype,
                     device=self.device,
                     num_blocks=self.kv_budget.num_blocks,
+                    kv_dtype=self.kv_dtype,
                     block_size=config.block_size,
                     sampler=self.sampler,
                 )
@@ -217,7 +220,7 @@ class LLMEngine:
         arch = self.model_config
         tokens = self.scheduler_config.max_num_batched_tokens
         bs = self.config.block_size
-        probe = ModelRunner(self.model, -(-tokens // bs), bs, self.dtype, self.device)
+        probe = ModelRunner(self.model, -(-tokens // bs), bs, self.dtype, self.device, self.kv_dtype)
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
             base = torch.cuda.memory_allocated(self.device)
@@ -231,7 +234,7 @@ class LLMEngine:
         activations = max(measured, analytic_activation_bytes(arch, tokens, self.dtype))
         return plan_budget(
             config=arch,
-            dtype=self.dtype,
+            dtype=self.kv_dtype,
             device=self.device,
             weights_bytes=weights,
             activation_bytes=activations,
@@ -806,7 +809,7 @@ class LLMEngine:
             self.kv_budget.num_blocks, config.block_size, enable_prefix_cache=config.enable_prefix_caching
         )
         self.runner = ModelRunner(
-            self.model, self.kv_budget.num_blocks, config.block_size, self.dtype, self.device
+            self.model, self.kv_budget.num_blocks, config.block_size, self.dtype, self.device, self.kv_dtype
         )
         self.policy = self.policy.clone_empty()
         self.scheduler = Scheduler(self.scheduler_config, self.block_manager, self.policy)

@@ -103,7 +103,8 @@ def plan_budget(
     draft_config: ModelArchConfig | None = None,
     draft_weights_bytes: int = 0,
 ) -> KVCacheBudget:
-    """Blocks the KV cache gets. Raises ValueError when not even one block fits.
+    """Blocks the KV cache gets. Raises ValueError when not even one block fits. `dtype` is the cache's storage
+    dtype (`kv_cache_dtype`), which may be narrower than the model's.
 
     With a speculative draft model (`draft_config`), each block holds the target's KV and the draft's, so an
     explicit `kv_cache_memory` covers both caches. Load the draft before measuring `available_after_profile`,

@@ -14,6 +14,7 @@ import torch
 
 from switchyard.engine.sequence import Sequence
 from switchyard.models.attention import AttentionMetadata
+from switchyard.models.kv_cache_dtype import copyable
 from switchyard.models.llama import KVCaches, LlamaForCausalLM
 
 
@@ -56,7 +57,9 @@ class ModelRunner:
         block_size: int,
         dtype: torch.dtype,
         device: torch.device,
+        kv_dtype: torch.dtype | None = None,
     ) -> None:
+        """`kv_dtype`: the cache's storage dtype (`models.kv_cache_dtype`); None stores in `dtype`."""
         self.model = model
         self.block_size = block_size
         self.device = device
@@ -71,7 +74,7 @@ class ModelRunner:
             block_size,
             config.num_key_value_heads,
             config.head_dim,
-            dtype=dtype,
+            dtype=kv_dtype or dtype,
             device=device,
         )
         self.kv_caches: KVCaches = [(layer[0], layer[1]) for layer in self.kv_cache]
@@ -82,7 +85,8 @@ class ModelRunner:
             return
         src = torch.tensor([s for s, _ in copies], device=self.device)
         dst = torch.tensor([d for _, d in copies], device=self.device)
-        self.kv_cache.index_copy_(2, dst, self.kv_cache.index_select(2, src))
+        raw = copyable(self.kv_cache)
+        raw.index_copy_(2, dst, raw.index_select(2, src))
 
     def execute(
         self,

@@ -18,6 +18,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from switchyard.models.kv_cache_dtype import as_stored, copyable, narrow
+
 
 @dataclass
 class PrefillSpan:
@@ -120,10 +122,12 @@ class AttentionMetadata:
 def write_kv(
     key: torch.Tensor, value: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slots: torch.Tensor
 ) -> None:
-    """Store this step's keys and values ([tokens, kv_heads, head_dim]) in their slots; mutates the caches."""
+    """Store this step's keys and values ([tokens, kv_heads, head_dim]) in their slots, narrowed to the cache's
+    dtype (`kv_cache_dtype`); mutates the caches."""
     num_kv_heads, head_dim = k_cache.shape[-2:]
-    k_cache.view(-1, num_kv_heads, head_dim).index_copy_(0, slots, key)
-    v_cache.view(-1, num_kv_heads, head_dim).index_copy_(0, slots, value)
+    for fresh, cache in ((key, k_cache), (value, v_cache)):
+        stored = narrow(fresh, cache.dtype)
+        copyable(cache.view(-1, num_kv_heads, head_dim)).index_copy_(0, slots, copyable(stored))
 
 
 def paged_attention(
@@ -148,13 +152,14 @@ def paged_attention(
     for span in metadata.prefills:
         q = query[span.start : span.end].transpose(0, 1).unsqueeze(0)
         if span.mask is None:
-            # Whole prompt in one chunk: attend to the fresh keys, no gather needed.
-            k = key[span.start : span.end].transpose(0, 1).unsqueeze(0)
-            v = value[span.start : span.end].transpose(0, 1).unsqueeze(0)
+            # Whole prompt in one chunk: attend to the fresh keys, no gather needed. Seen as the cache stores them,
+            # so a narrow cache gives the same result however the prompt is chunked, batched or recomputed.
+            k = as_stored(key[span.start : span.end], k_cache.dtype).transpose(0, 1).unsqueeze(0)
+            v = as_stored(value[span.start : span.end], v_cache.dtype).transpose(0, 1).unsqueeze(0)
             o = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale, enable_gqa=True)
         else:
-            k = k_cache.index_select(0, span.block_table).flatten(0, 1)[: span.context_len]
-            v = v_cache.index_select(0, span.block_table).flatten(0, 1)[: span.context_len]
+            k = k_cache.index_select(0, span.block_table).flatten(0, 1)[: span.context_len].to(query.dtype)
+            v = v_cache.index_select(0, span.block_table).flatten(0, 1)[: span.context_len].to(query.dtype)
             o = F.scaled_dot_product_attention(
                 q,
                 k.transpose(0, 1).unsqueeze(0),
@@ -183,8 +188,11 @@ def _decode_attention(
     # [D * blocks, block_size, kv_heads, hd] -> [D, kv_heads, L, hd]. index_select, not advanced indexing:
     # on CPU the latter is orders of magnitude slower for this gather.
     tables = metadata.decode_block_tables
-    k = k_cache.index_select(0, tables.view(-1)).view(num_decodes, -1, num_kv_heads, head_dim).transpose(1, 2)
-    v = v_cache.index_select(0, tables.view(-1)).view(num_decodes, -1, num_kv_heads, head_dim).transpose(1, 2)
+    # A cache narrower than the compute dtype is widened right after the gather (a no-op when they match).
+    k = k_cache.index_select(0, tables.view(-1)).to(query.dtype)
+    v = v_cache.index_select(0, tables.view(-1)).to(query.dtype)
+    k = k.view(num_decodes, -1, num_kv_heads, head_dim).transpose(1, 2)
+    v = v.view(num_decodes, -1, num_kv_heads, head_dim).transpose(1, 2)
     q = query.view(num_decodes, num_kv_heads, group, head_dim)
     o = F.scaled_dot_product_attention(q, k, v, attn_mask=metadata.decode_mask, scale=scale)
     return o.reshape(num_decodes, num_heads, head_dim)
