@@ -135,7 +135,7 @@ class TrainConfig:
     """bf16 matmuls under autocast (weights and optimizer stay float32); None: where this CPU computes bf16
     natively (`models.cpu_bf16`). On the reference 2-core AVX512-BF16 machine it trains the main shape 1.6x and
     the draft 1.45x faster than float32; on a 2-core AVX2 machine a main-model step took 71 s under it against
-    4.8 s in float32 (`benchmarks/train_step.py --no-bf16`)."""
+    4.8 s in float32 (`benchmarks/train_step.py --precision fp32`)."""
     packed_attention: bool = True
     """Attend within each packed example only, one causal SDPA per example (`packed_attention`), instead of
     the full row under a block-diagonal mask: same results, 1.07x the main model's steps per second on the
