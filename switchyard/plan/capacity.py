@@ -15,6 +15,7 @@ import torch
 
 from switchyard.engine.memory import analytic_activation_bytes, kv_bytes_per_token
 from switchyard.models.config import ModelArchConfig
+from switchyard.models.kv_cache_dtype import resolve_kv_cache_dtype
 from switchyard.plan.devices import DeviceSpec
 
 DTYPES: dict[str, torch.dtype] = {
@@ -178,7 +179,8 @@ def make_plan(inputs: PlanInputs) -> CapacityPlan:
     config, tp = inputs.config, inputs.tensor_parallel
     dtype_name = resolve_dtype(inputs.dtype, config)
     kv_dtype_name = dtype_name if inputs.kv_dtype == "auto" else inputs.kv_dtype
-    dtype, kv_dtype = DTYPES[dtype_name], DTYPES[kv_dtype_name]
+    dtype = DTYPES[dtype_name]
+    kv_dtype = resolve_kv_cache_dtype(inputs.kv_dtype, dtype)  # the engine's `--kv-cache-dtype` names
     max_model_len = inputs.max_model_len or config.max_position_embeddings
     params = count_parameters(config)
     weights = weights_bytes(params, dtype, inputs.quantization, tp)

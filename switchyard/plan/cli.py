@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from switchyard.cli import KV_CACHE_DTYPE_NAMES
 from switchyard.plan.devices import DEVICE_PRESETS, parse_device
 from switchyard.plan.shapes import NAMED_SHAPES
 
@@ -63,7 +64,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--dtype", default="auto", choices=("auto", "float32", "bfloat16", "float16"))
     parser.add_argument(
-        "--kv-dtype", default="auto", choices=("auto", "float32", "bfloat16", "float16", "fp8")
+        "--kv-dtype",
+        "--kv-cache-dtype",
+        dest="kv_dtype",
+        default="auto",
+        choices=KV_CACHE_DTYPE_NAMES,
+        help="KV cache storage dtype, as the engine's --kv-cache-dtype (auto: the model's dtype)",
     )
     parser.add_argument(
         "--quantization",

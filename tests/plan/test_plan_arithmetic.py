@@ -115,6 +115,8 @@ def test_qwen25_05b_by_hand() -> None:
 
     fp8 = make_plan(PlanInputs(shape("qwen2.5-0.5b"), "x", parse_device("a10g-24g"), kv_dtype="fp8"))
     assert fp8.kv_bytes_per_token_per_device == 2 * 24 * 2 * 64 * 1
+    e5m2 = make_plan(PlanInputs(shape("qwen2.5-0.5b"), "x", parse_device("a10g-24g"), kv_dtype="fp8_e5m2"))
+    assert e5m2.kv_bytes_per_token_per_device == 2 * 24 * 2 * 64 * 1 and e5m2.kv_dtype == "fp8_e5m2"
 
 
 def test_sizes_and_devices() -> None:
@@ -137,6 +139,9 @@ def test_cli_table_json_and_errors(tmp_path, capsys: pytest.CaptureFixture[str])
     data = json.loads(capsys.readouterr().out)
     assert data["params"]["total"] == 8_030_261_248 and data["kv_bytes_per_token_per_device"] == 131_072
     assert data["decode_bounds"][0]["tokens_per_s"] is None  # a bare size has no bandwidth
+    # The engine's flag name works too: an fp8 cache holds twice the tokens of the bf16 one.
+    assert main(["plan", str(config), "--device", "80GiB", "--json", "--kv-cache-dtype", "fp8_e4m3"]) == 0
+    assert json.loads(capsys.readouterr().out)["kv_bytes_per_token_per_device"] == 131_072 // 2
     for bad, message in [
         (["qwen2.5-0.5b", "--device", "tpu-v9"], "unknown device"),
         (["nowhere-model", "--device", "h100-80g"], "cannot read model"),
