@@ -168,7 +168,12 @@ class LLMEngine:
         self.kv_budget = self._size_kv_cache(
             weights, rss_before, draft_model.config if draft_model is not None else None, draft_weights
         )
-        logger.info("KV cache budget: %s", self.kv_budget.describe())
+        logger.info(
+            "dtype %s, KV cache entries %s; KV cache budget: %s",
+            str(self.dtype).removeprefix("torch."),
+            str(self.kv_dtype).removeprefix("torch."),
+            self.kv_budget.describe(),
+        )
 
         self.block_manager = BlockManager(
             self.kv_budget.num_blocks, config.block_size, enable_prefix_cache=config.enable_prefix_caching
