@@ -22,8 +22,9 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from shapes import SMALL, build_qwen2
+from shapes import SMALL, build_qwen2, random_ids
 
+from switchyard.config import EngineConfig
 from switchyard.engine.engine import LLMEngine
 from switchyard.engine.memory import kv_bytes_per_token
 from switchyard.engine.sampling_params import SamplingParams
@@ -32,14 +33,7 @@ from switchyard.models.config import ModelArchConfig
 DTYPES = ("auto", "bfloat16", "fp8_e4m3", "fp8_e5m2")
 
 
-def random_ids(count: int, length: int, seed: int) -> list[list[int]]:
-    generator = torch.Generator().manual_seed(seed)
-    return torch.randint(100, SMALL["vocab_size"] - 100, (count, length), generator=generator).tolist()
-
-
 def make_engine(folder: Path, kv_cache_dtype: str, kv_bytes: int, **kwargs: object) -> LLMEngine:
-    from switchyard.config import EngineConfig
-
     settings: dict[str, object] = dict(
         model=str(folder),
         dtype="float32",

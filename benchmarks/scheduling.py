@@ -19,18 +19,11 @@ import sys
 import time
 from pathlib import Path
 
-import torch
-
 sys.path.insert(0, str(Path(__file__).parent))
-from shapes import SMALL, build_qwen2
+from shapes import SMALL, build_qwen2, random_ids
 
 from switchyard import LLM, SamplingParams
 from switchyard.engine.engine import LLMEngine
-
-
-def random_ids(count: int, length: int, seed: int) -> list[list[int]]:
-    generator = torch.Generator().manual_seed(seed)
-    return torch.randint(100, SMALL["vocab_size"] - 100, (count, length), generator=generator).tolist()
 
 
 def make_llm(folder: Path, **kwargs: object) -> LLM:

@@ -42,6 +42,12 @@ TINY = dict(
 )
 
 
+def random_ids(count: int, length: int, seed: int, vocab_size: int = SMALL["vocab_size"]) -> list[list[int]]:
+    """Seeded random prompts, clear of the vocabulary's first and last 100 ids (special tokens live there)."""
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randint(100, vocab_size - 100, (count, length), generator=generator).tolist()
+
+
 def build_qwen2(folder: Path, shape: dict, dtype: torch.dtype = torch.bfloat16, seed: int = 0) -> Path:
     """Save a random Qwen2-architecture model of `shape` to folder (reused when already there)."""
     if (folder / "config.json").is_file():
