@@ -15,7 +15,8 @@ from switchyard.engine.sequence import RequestOutput
 from switchyard.errors import InvalidRequestError
 from switchyard.models.tokenizer import render_chat
 
-Prompt = str | list[int]
+Prompt = str | list[int] | dict[str, Any]
+"""Text, token ids, or vLLM's prompt dicts: {"prompt": text} or {"prompt_token_ids": ids}."""
 Message = dict[str, Any]
 
 
@@ -35,6 +36,10 @@ class LLM:
     def tokenizer(self) -> Any:
         return self.engine.tokenizer
 
+    def get_tokenizer(self) -> Any:
+        """The model's tokenizer (vLLM's spelling of the `tokenizer` property)."""
+        return self.engine.tokenizer
+
     def generate(
         self,
         prompts: Prompt | Seq[Prompt],
@@ -42,7 +47,7 @@ class LLM:
         *,
         use_tqdm: bool | None = None,
     ) -> list[RequestOutput]:
-        """Generate for each prompt (text or token ids); outputs come back in the prompts' order.
+        """Generate for each prompt (text, token ids or a prompt dict); outputs come back in the prompts' order.
 
         A bad prompt, parameter or grammar raises InvalidRequestError before any work starts.
         """
@@ -99,15 +104,40 @@ class LLM:
         return [finished[i] for i in ids]
 
 
-def _as_prompt_list(prompts: Prompt | Seq[Prompt]) -> list[Prompt]:
-    if isinstance(prompts, str):
-        return [prompts]
+def _as_prompt_list(prompts: Prompt | Seq[Prompt]) -> list[str | list[int]]:
+    if isinstance(prompts, (str, dict)):
+        return [_unpack_prompt(prompts)]
     if isinstance(prompts, list) and prompts and isinstance(prompts[0], int):
-        return [prompts]  # type: ignore[list-item]
-    result = list(prompts)  # type: ignore[arg-type]
+        return [_unpack_prompt(prompts)]
+    if not isinstance(prompts, Seq):
+        raise InvalidRequestError(
+            f"prompts must be text, token ids, a prompt dict or a list of them, not {type(prompts).__name__}",
+            param="prompts",
+        )
+    result = [_unpack_prompt(p) for p in prompts]
     if not result:
         raise InvalidRequestError("no prompts given", param="prompts")
     return result
+
+
+def _unpack_prompt(prompt: Any) -> str | list[int]:
+    """One prompt as text or token ids; a dict must hold exactly one of "prompt" / "prompt_token_ids"."""
+    if isinstance(prompt, dict):
+        keys = set(prompt) & {"prompt", "prompt_token_ids"}
+        if len(keys) != 1:
+            raise InvalidRequestError(
+                'a prompt dict needs exactly one of "prompt" (text) or "prompt_token_ids"', param="prompts"
+            )
+        prompt = prompt[keys.pop()]
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, (list, tuple)) and all(
+        isinstance(t, int) and not isinstance(t, bool) for t in prompt
+    ):
+        return list(prompt)
+    raise InvalidRequestError(
+        f"a prompt must be text or a list of token ids, not {type(prompt).__name__}", param="prompts"
+    )
 
 
 def _as_params_list(params: SamplingParams | Seq[SamplingParams] | None, count: int) -> list[SamplingParams]:

@@ -42,6 +42,7 @@ class SamplingParams:
     """Constrain the output to a JSON schema, regex, choice, grammar or tool-call structure."""
 
     def __post_init__(self) -> None:
+        self._check_types()
         if isinstance(self.stop, str):
             self.stop = [self.stop]
         self.stop = list(self.stop or [])
@@ -49,6 +50,35 @@ class SamplingParams:
         if self.top_k == -1:
             self.top_k = 0
         self._validate()
+
+    def _check_types(self) -> None:
+        """Wrong types fail here with the field's name, not later as a TypeError inside a comparison."""
+        for name in _REAL_FIELDS:
+            _check(_is_real(getattr(self, name)), f"{name} must be a number", name)
+        for name in _INT_FIELDS:
+            value = getattr(self, name)
+            _check(value is None or _is_int(value), f"{name} must be an integer", name)
+        _check(self.n is not None, "n must be an integer", "n")
+        _check(
+            self.stop is None or isinstance(self.stop, (str, list, tuple)),
+            "stop must be a string or a list of strings",
+            "stop",
+        )
+        _check(
+            self.stop_token_ids is None
+            or (isinstance(self.stop_token_ids, (list, tuple)) and all(map(_is_int, self.stop_token_ids))),
+            "stop_token_ids must be a list of integers",
+            "stop_token_ids",
+        )
+        _check(
+            self.logit_bias is None
+            or (
+                isinstance(self.logit_bias, dict)
+                and all(_is_int(k) and _is_real(v) for k, v in self.logit_bias.items())
+            ),
+            "logit_bias must map token ids to numbers",
+            "logit_bias",
+        )
 
     def _validate(self) -> None:
         _check(isinstance(self.n, int) and self.n >= 1, "n must be an integer >= 1", "n")
@@ -88,6 +118,25 @@ class SamplingParams:
     @property
     def greedy(self) -> bool:
         return self.temperature == 0
+
+
+_REAL_FIELDS = (
+    "temperature",
+    "top_p",
+    "min_p",
+    "repetition_penalty",
+    "presence_penalty",
+    "frequency_penalty",
+)
+_INT_FIELDS = ("n", "top_k", "seed", "max_tokens", "min_tokens", "logprobs", "prompt_logprobs")
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_real(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value  # NaN fails
 
 
 def _check(condition: bool, message: str, param: str) -> None:

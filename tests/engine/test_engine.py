@@ -184,12 +184,49 @@ def test_bad_requests_raise_and_leave_engine_working(
         ({"top_p": 0}, "top_p"),
         ({"top_p": 1.5}, "top_p"),
         ({"n": 0}, "n"),
+        ({"n": 1.5}, "n"),
+        ({"temperature": "0.5"}, "temperature"),
+        ({"temperature": float("nan")}, "temperature"),
+        ({"top_k": True}, "top_k"),
+        ({"stop": 5}, "stop"),
+        ({"stop": ["ok", 3]}, "stop"),
+        ({"stop_token_ids": ["7"]}, "stop_token_ids"),
+        ({"logit_bias": {"7": 1.0}}, "logit_bias"),
+        ({"seed": "1"}, "seed"),
+        ({"max_tokens": 2.0}, "max_tokens"),
     ],
 )
 def test_bad_sampling_params_are_value_errors(kwargs: dict[str, float], param: str) -> None:
     with pytest.raises(ValueError) as info:
         SamplingParams(**kwargs)  # type: ignore[arg-type]
     assert isinstance(info.value, InvalidRequestError) and info.value.param == param
+
+
+def test_prompt_dicts_like_vllm(llm: LLM) -> None:
+    by_ids = llm.generate({"prompt_token_ids": [5, 6, 7]}, GREEDY)[0]
+    assert by_ids.prompt_token_ids == [5, 6, 7] and by_ids.prompt is None
+    text = "Hello there"
+    mixed = llm.generate([{"prompt": text}, text, {"prompt_token_ids": by_ids.prompt_token_ids}], GREEDY)
+    assert mixed[0].prompt == text and mixed[0].outputs[0].token_ids == mixed[1].outputs[0].token_ids
+    assert mixed[2].outputs[0].token_ids == by_ids.outputs[0].token_ids
+    assert llm.get_tokenizer() is llm.tokenizer
+
+
+@pytest.mark.parametrize(
+    "prompts",
+    [
+        {"prompt_token_ids": [5], "prompt": "both"},
+        {"text": "neither"},
+        [{"prompt_token_ids": ["5"]}],
+        [3.5],
+        42,
+    ],
+)
+def test_malformed_prompts_are_refused_before_any_work(llm: LLM, prompts: object) -> None:
+    with pytest.raises(InvalidRequestError) as info:
+        llm.generate(prompts, GREEDY)  # type: ignore[arg-type]
+    assert info.value.param == "prompts"
+    assert not llm.engine.has_unfinished_requests()
 
 
 def test_chat_applies_template(llm: LLM) -> None:
