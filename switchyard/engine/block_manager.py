@@ -113,10 +113,13 @@ class BlockManager:
     def match_prefix(self, seq: Sequence) -> int:
         """Give a sequence with nothing computed the longest cached prefix of its tokens; return its length.
 
-        At least the last token is always left to compute, since its logits are needed.
+        At least the last token is always left to compute, since its logits are needed. A request asking for
+        prompt logprobs matches nothing: the logits of cached positions were never kept, so they must be computed.
         """
         cache = self.prefix_cache
         if cache is None or seq.num_computed_tokens or seq.block_table:
+            return 0
+        if seq.request.params.prompt_logprobs is not None:
             return 0
         chain = cache.match(seq.token_ids, (seq.num_tokens - 1) // self.block_size)
         for node in chain:

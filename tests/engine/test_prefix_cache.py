@@ -87,6 +87,22 @@ def test_second_request_reuses_a_1k_prefix(cached: LLM) -> None:
     assert engine.block_manager.prefix_cache is not None and engine.block_manager.prefix_cache.hit_rate > 0
 
 
+def test_prompt_logprobs_of_a_cached_prompt_are_computed(cached: LLM, uncached: LLM) -> None:
+    # Cached positions have no logits, so a request asking for prompt logprobs must not reuse them.
+    (prompt,) = shared_prefix_prompts(1, 64, 8, seed=4)
+    scoring = SamplingParams(temperature=0, max_tokens=1, prompt_logprobs=1)
+    cached.generate([prompt], GREEDY)  # caches the prompt's full blocks
+    scored = cached.generate([prompt], scoring)[0]
+    reference = uncached.generate([prompt], scoring)[0]
+    assert scored.num_cached_tokens == 0
+    assert scored.prompt_logprobs is not None and reference.prompt_logprobs is not None
+    assert scored.prompt_logprobs[0] is None and all(e is not None for e in scored.prompt_logprobs[1:])
+    for ours, theirs in zip(scored.prompt_logprobs[1:], reference.prompt_logprobs[1:], strict=True):
+        assert ours is not None and theirs is not None
+        assert ours.token_id == theirs.token_id and abs(ours.logprob - theirs.logprob) < 1e-4
+    assert cached.generate([prompt], GREEDY)[0].num_cached_tokens == 64  # the cache still serves others
+
+
 def test_reset_forgets_unused_prefixes_and_frees_their_blocks(long_model_dir: Path) -> None:
     llm = engine_llm(long_model_dir, True)
     manager = llm.engine.block_manager
