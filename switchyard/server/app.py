@@ -8,6 +8,7 @@ starts (inside uvicorn's event loop, which the loop must share with the handlers
 from __future__ import annotations
 
 import hmac
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -15,15 +16,16 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
+from starlette.datastructures import Headers, MutableHeaders
 from starlette.exceptions import HTTPException
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from switchyard import __version__
 from switchyard.engine.async_engine import AsyncLLMEngine
 from switchyard.errors import SwitchyardError
 from switchyard.server.chat import create_chat_completion
 from switchyard.server.completions import create_completion
-from switchyard.server.errors import AuthenticationError, describe
+from switchyard.server.errors import AuthenticationError, ModelNotFoundError, describe
 from switchyard.server.metrics import CONTENT_TYPE, ServerMetrics
 from switchyard.server.protocol import ChatCompletionRequest, CompletionRequest, ModelCard, ModelList
 from switchyard.server.state import ServerSettings, ServerState
@@ -52,6 +54,7 @@ def build_app(engine: AsyncLLMEngine, settings: ServerSettings) -> FastAPI:
         keys[settings.api_key] = "default"
     if keys:
         app.add_middleware(_ApiKeyMiddleware, keys=keys)
+    app.add_middleware(_RequestIdMiddleware)  # outermost, so refusals carry the header too
     app.include_router(_openai_routes(state))
     app.include_router(_operations_routes(state))
     return app
@@ -80,14 +83,20 @@ def _openai_routes(state: ServerState) -> APIRouter:
     async def completions(body: CompletionRequest, request: Request) -> Response:
         return _json(await create_completion(body, state, request))
 
+    def card(name: str) -> ModelCard:
+        root = str(state.engine.engine.model_path)
+        return ModelCard(id=name, created=state.created, root=root, max_model_len=state.engine.max_model_len)
+
     @router.get("/models", response_model=None)
     async def models() -> Response:
-        root = str(state.engine.engine.model_path)
-        cards = [
-            ModelCard(id=name, created=state.created, root=root, max_model_len=state.engine.max_model_len)
-            for name in state.settings.served_model_names
-        ]
-        return _json(ModelList(data=cards))
+        return _json(ModelList(data=[card(name) for name in state.settings.served_model_names]))
+
+    @router.get("/models/{model:path}", response_model=None)
+    async def model(model: str) -> Response:
+        """One model's card (the openai client's `models.retrieve`); 404 model_not_found for others."""
+        if model not in state.settings.served_model_names:
+            raise ModelNotFoundError(model)
+        return _json(card(model))
 
     return router
 
@@ -151,3 +160,27 @@ class _ApiKeyMiddleware:
             if hmac.compare_digest(token, key):
                 found = tenant
         return found
+
+
+class _RequestIdMiddleware:
+    """Answers every HTTP request with an `x-request-id` header: the client's own, else a fresh one.
+
+    OpenAI's API sends one on every response and the openai client exposes it (`response._request_id`,
+    `APIError.request_id`) for logs and bug reports; vLLM echoes the client's header the same way.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = Headers(scope=scope).get("x-request-id") or uuid.uuid4().hex
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                MutableHeaders(scope=message)["x-request-id"] = request_id
+            await send(message)
+
+        await self.app(scope, receive, send_with_id)

@@ -2,7 +2,8 @@
 
 A stream sends, per choice, a first chunk with `delta.role = "assistant"`, then content deltas, then a chunk
 with an empty delta and the finish_reason; with `stream_options.include_usage` a last chunk with no choices
-carries the usage; `data: [DONE]` ends it.
+carries the usage (and with vLLM's `continuous_usage_stats`, every chunk its choice's usage so far);
+`data: [DONE]` ends it.
 
 With tools (and tool_choice other than "none") decoding is constrained to the model's tool-call format (see
 switchyard.tool_calling) and the reply is parsed as it streams: content goes out as `delta.content`, a call as
@@ -86,7 +87,10 @@ async def create_chat_completion(
     )
     reply = _ChatReply(request_id, model, int(time.time()), state.token_texts, body.logprobs, tool_format)
     if body.stream:
-        return event_stream_response(reply.chunks(stream, params.n, body.include_usage), [stream])
+        chunks = reply.chunks(
+            stream, params.n, body.include_usage, len(prompt) if body.continuous_usage else None
+        )
+        return event_stream_response(chunks, [stream])
     async with stream:  # aborts the request if the client left before it finished
         return await until_disconnected(http_request, reply.collect(stream))
 
@@ -126,9 +130,15 @@ class _ChatReply:
             usage=Usage.of([final]),
         )
 
-    async def chunks(self, stream: RequestStream, n: int, include_usage: bool) -> AsyncIterator[str]:
+    async def chunks(
+        self, stream: RequestStream, n: int, include_usage: bool, continuous_prompt_tokens: int | None = None
+    ) -> AsyncIterator[str]:
+        """The SSE chunks; `continuous_prompt_tokens` (the prompt's length) puts usage on every chunk."""
+        continuous = continuous_prompt_tokens is not None
+        start = None if continuous_prompt_tokens is None else Usage.so_far(continuous_prompt_tokens, 0)
         for index in range(n):
-            yield self._chunk([ChatChunkChoice(index=index, delta=ChatDelta(role="assistant", content=""))])
+            role = ChatChunkChoice(index=index, delta=ChatDelta(role="assistant", content=""))
+            yield self._chunk([role], usage=start)
         finished: set[int] = set()
         final: RequestOutput | None = None
         async with stream:
@@ -137,7 +147,8 @@ class _ChatReply:
                     final = output
                     for completion in output.outputs:
                         if completion.index not in finished:
-                            for chunk in self._choice_chunks(completion):
+                            usage = _usage_so_far(output, completion) if continuous else None
+                            for chunk in self._choice_chunks(completion, usage):
                                 yield chunk
                         if completion.finish_reason is not None:
                             finished.add(completion.index)
@@ -169,14 +180,16 @@ class _ChatReply:
             stop_reason=completion.stop_reason,
         )
 
-    def _choice_chunks(self, completion: CompletionOutput) -> list[str]:
+    def _choice_chunks(self, completion: CompletionOutput, usage: Usage | None = None) -> list[str]:
         chunks = []
         index = completion.index
         logprobs = self._logprobs(completion.delta_logprobs) if completion.delta_logprobs else None
         if self.tool_format is None:
             if completion.delta_text or logprobs is not None:
                 delta = ChatDelta(content=completion.delta_text)
-                chunks.append(self._chunk([ChatChunkChoice(index=index, delta=delta, logprobs=logprobs)]))
+                chunks.append(
+                    self._chunk([ChatChunkChoice(index=index, delta=delta, logprobs=logprobs)], usage)
+                )
         else:
             parser = self._parsers.setdefault(index, self.tool_format.parser())
             events = parser.feed(completion.delta_text)
@@ -187,7 +200,9 @@ class _ChatReply:
                 deltas = [ChatDelta(content="")]
             for position, delta in enumerate(deltas):
                 attached = logprobs if position == 0 else None
-                chunks.append(self._chunk([ChatChunkChoice(index=index, delta=delta, logprobs=attached)]))
+                chunks.append(
+                    self._chunk([ChatChunkChoice(index=index, delta=delta, logprobs=attached)], usage)
+                )
         if completion.finish_reason is not None:
             has_calls = bool(self._parsers.get(index) and self._parsers[index].calls)
             end = ChatChunkChoice(
@@ -196,7 +211,7 @@ class _ChatReply:
                 finish_reason=_finish_reason(completion.finish_reason, has_calls),
                 stop_reason=completion.stop_reason,
             )
-            chunks.append(self._chunk([end]))
+            chunks.append(self._chunk([end], usage))
         return chunks
 
     def _chunk(self, choices: list[ChatChunkChoice], usage: Usage | None = None) -> str:
@@ -224,6 +239,10 @@ class _ChatReply:
         return TopLogprob(
             token=tokens.text(token_id), logprob=max(logprob, MIN_LOGPROB), bytes=tokens.bytes(token_id)
         )
+
+
+def _usage_so_far(output: RequestOutput, completion: CompletionOutput) -> Usage:
+    return Usage.so_far(len(output.prompt_token_ids), len(completion.token_ids), output.num_cached_tokens)
 
 
 def _finish_reason(reason: str | None, has_calls: bool) -> str | None:

@@ -3,6 +3,9 @@
 A request may carry several prompts; each becomes its own engine request and choice `i * n + j` is sample j
 of prompt i, as in OpenAI's API. All prompts are admitted before anything is generated, so a bad or refused
 prompt fails the whole request with nothing left running.
+
+`echo` puts each prompt before its choices (with logprobs, the prompt tokens' logprobs too, from the engine's
+prompt_logprobs), and with max_tokens 0 returns only that, which is how evaluation harnesses score a text.
 """
 
 from __future__ import annotations
@@ -13,8 +16,9 @@ from collections.abc import AsyncIterator
 from fastapi import Request
 from fastapi.responses import Response
 
-from switchyard.engine.async_engine import RequestStream, RequestTimeoutError
+from switchyard.engine.async_engine import RequestFailedError, RequestStream, RequestTimeoutError
 from switchyard.engine.sequence import CompletionOutput, RequestOutput, TokenLogprob
+from switchyard.errors import InvalidRequestError
 from switchyard.server.protocol import (
     MIN_LOGPROB,
     CompletionChoice,
@@ -34,11 +38,17 @@ async def create_completion(
     state.check_accepting()
     model = state.resolve_model(body.model)
     body.check_unsupported()
-    params = body.build_sampling_params(state.engine.generation_defaults, body.max_tokens, body.logprobs)
+    # echo with max_tokens 0 scores the prompt alone: the engine generates one token, which is not shown.
+    generate = not (body.echo and body.max_tokens == 0)
+    max_tokens = body.max_tokens if generate else 1
+    params = body.build_sampling_params(state.engine.generation_defaults, max_tokens, body.logprobs)
+    if body.echo and body.logprobs is not None:
+        params.prompt_logprobs = body.logprobs
     constraint = structured_outputs_of(None, body.structured_outputs, body.guided_fields())
     if constraint is not None:
         await state.engine.compile_grammar(constraint)  # 400 for a bad grammar, before anything is queued
         params.structured_outputs = constraint
+    echo_texts = await _prompt_texts(state, body.prompt) if body.echo else None
     request_id = new_id("cmpl")
     streams: list[RequestStream] = []
     try:
@@ -56,9 +66,20 @@ async def create_completion(
         for stream in streams:
             stream.abort()
         raise
-    reply = _CompletionReply(request_id, model, int(time.time()), state.token_texts, params.n, body.logprobs)
+    reply = _CompletionReply(
+        request_id,
+        model,
+        int(time.time()),
+        state.token_texts,
+        params.n,
+        body.logprobs,
+        echo_texts=echo_texts,
+        generate=generate,
+    )
     if body.stream:
-        return event_stream_response(reply.chunks(streams, body.include_usage), streams)
+        return event_stream_response(
+            reply.chunks(streams, body.include_usage, body.continuous_usage), streams
+        )
     try:
         return await until_disconnected(http_request, reply.collect(streams))
     finally:
@@ -66,11 +87,41 @@ async def create_completion(
             stream.abort()
 
 
+async def _prompt_texts(state: ServerState, prompts: list[str | list[int]]) -> list[str]:
+    """Each prompt as text, for echo: a string as given, token ids decoded (on the engine thread)."""
+    engine = state.engine
+    texts = []
+    for prompt in prompts:
+        if isinstance(prompt, str):
+            texts.append(prompt)
+        elif engine.tokenizer is None:
+            raise InvalidRequestError("echo of token-id prompts needs the model's tokenizer", param="echo")
+        else:
+            texts.append(await engine.run_in_engine_thread(engine.tokenizer.decode, prompt))
+    return texts
+
+
+_Row = tuple[int, TokenLogprob | None]
+"""A logprobs row: the token id and its logprob entry (None: the prompt's first token, which has none)."""
+
+
 class _CompletionReply:
-    """Turns the engine outputs of a request's prompts into a completion or its stream of chunks."""
+    """Turns the engine outputs of a request's prompts into a completion or its stream of chunks.
+
+    With echo, each choice starts with its prompt's text (and, with logprobs, the prompt tokens' logprobs,
+    the first one null as in OpenAI's API); `generate` False shows only that (echo with max_tokens 0).
+    """
 
     def __init__(
-        self, request_id: str, model: str, created: int, tokens: TokenTexts, n: int, logprobs: int | None
+        self,
+        request_id: str,
+        model: str,
+        created: int,
+        tokens: TokenTexts,
+        n: int,
+        logprobs: int | None,
+        echo_texts: list[str] | None = None,
+        generate: bool = True,
     ) -> None:
         self.request_id = request_id
         self.model = model
@@ -78,6 +129,8 @@ class _CompletionReply:
         self.tokens = tokens
         self.n = n
         self.want_logprobs = logprobs is not None
+        self.echo_texts = echo_texts
+        self.generate = generate
 
     async def collect(self, streams: list[RequestStream]) -> CompletionResponse:
         finals: list[RequestOutput | None] = [None] * len(streams)
@@ -86,22 +139,24 @@ class _CompletionReply:
         done = [f for f in finals if f is not None]
         assert len(done) == len(streams) and all(f.finished for f in done)
         choices = [
-            CompletionChoice(
-                index=prompt_index * self.n + c.index,
-                text=c.text,
-                logprobs=self._logprobs(c.logprobs, 0),
-                finish_reason=c.finish_reason,
-                stop_reason=c.stop_reason,
-            )
+            self._choice(prompt_index, final, c, whole=True)
             for prompt_index, final in enumerate(done)
             for c in sorted(final.outputs, key=lambda c: c.index)
         ]
         return CompletionResponse(
-            id=self.request_id, created=self.created, model=self.model, choices=choices, usage=Usage.of(done)
+            id=self.request_id,
+            created=self.created,
+            model=self.model,
+            choices=choices,
+            usage=self._usage(done),
         )
 
-    async def chunks(self, streams: list[RequestStream], include_usage: bool) -> AsyncIterator[str]:
+    async def chunks(
+        self, streams: list[RequestStream], include_usage: bool, continuous_usage: bool = False
+    ) -> AsyncIterator[str]:
+        """The SSE chunks; `continuous_usage` puts each choice's usage so far on its chunks."""
         finals: list[RequestOutput | None] = [None] * len(streams)
+        started: set[int] = set()
         finished: set[int] = set()
         text_offsets: dict[int, int] = {}
         try:
@@ -113,34 +168,73 @@ class _CompletionReply:
                         continue  # later outputs of its request only repeat that this choice ended
                     if completion.finish_reason is not None:
                         finished.add(index)
-                    choice = self._delta_choice(index, completion, text_offsets.get(index, 0))
-                    if choice is None:
-                        continue
-                    if choice.logprobs is not None:
+                    first = index not in started
+                    started.add(index)
+                    choice = self._choice(
+                        prompt_index,
+                        output,
+                        completion,
+                        whole=False,
+                        first=first,
+                        offset=text_offsets.get(index, 0),
+                    )
+                    if not (choice.text or choice.logprobs or choice.finish_reason):
+                        continue  # nothing new for this choice in this output
+                    if choice.logprobs is not None and choice.logprobs.tokens:
                         logprobs = choice.logprobs
                         text_offsets[index] = logprobs.text_offset[-1] + len(logprobs.tokens[-1])
-                    yield self._chunk([choice])
+                    yield self._chunk(
+                        [choice], self._usage_so_far(output, completion) if continuous_usage else None
+                    )
         except RequestTimeoutError:
             # Close every open choice with finish_reason "error", then let the error event follow.
             for index in sorted(set(range(len(streams) * self.n)) - finished):
                 yield self._chunk([CompletionChoice(index=index, text="", finish_reason="error")])
             raise
         if include_usage:
-            yield self._chunk([], usage=Usage.of([f for f in finals if f is not None]))
+            yield self._chunk([], usage=self._usage([f for f in finals if f is not None]))
 
-    def _delta_choice(
-        self, index: int, completion: CompletionOutput, text_offset: int
-    ) -> CompletionChoice | None:
-        has_logprobs = self.want_logprobs and bool(completion.delta_logprobs)
-        if not completion.delta_text and not has_logprobs and completion.finish_reason is None:
-            return None
+    def _choice(
+        self,
+        prompt_index: int,
+        output: RequestOutput,
+        completion: CompletionOutput,
+        *,
+        whole: bool,
+        first: bool = True,
+        offset: int = 0,
+    ) -> CompletionChoice:
+        """The choice of a finished completion (`whole`), or the delta of a streamed one since `offset`.
+
+        The echoed prompt goes before the completion's `first` text."""
+        text = ""
+        rows: list[_Row] = []
+        if self.echo_texts is not None and first:
+            text = self.echo_texts[prompt_index]
+            if self.want_logprobs:
+                rows = _prompt_rows(output)
+        if self.generate:
+            text += completion.text if whole else completion.delta_text
+            entries = (completion.logprobs if whole else completion.delta_logprobs) or []
+            if self.want_logprobs:
+                rows += [(entry.token_id, entry) for entry in entries]
         return CompletionChoice(
-            index=index,
-            text=completion.delta_text,
-            logprobs=self._logprobs(completion.delta_logprobs, text_offset) if has_logprobs else None,
+            index=prompt_index * self.n + completion.index,
+            text=text,
+            logprobs=self._logprobs(rows, offset) if self.want_logprobs and (whole or rows) else None,
             finish_reason=completion.finish_reason,
             stop_reason=completion.stop_reason,
         )
+
+    def _usage_so_far(self, output: RequestOutput, completion: CompletionOutput) -> Usage:
+        generated = len(completion.token_ids) if self.generate else 0
+        return Usage.so_far(len(output.prompt_token_ids), generated, output.num_cached_tokens)
+
+    def _usage(self, finals: list[RequestOutput]) -> Usage:
+        usage = Usage.of(finals)
+        if self.generate:
+            return usage
+        return usage.model_copy(update={"completion_tokens": 0, "total_tokens": usage.prompt_tokens})
 
     def _chunk(self, choices: list[CompletionChoice], usage: Usage | None = None) -> str:
         chunk = CompletionResponse(
@@ -148,10 +242,8 @@ class _CompletionReply:
         )
         return chunk.model_dump_json()
 
-    def _logprobs(self, entries: list[TokenLogprob] | None, start_offset: int) -> CompletionLogprobs | None:
-        if not self.want_logprobs or entries is None:
-            return None
-        tokens = [self.tokens.text(e.token_id) for e in entries]
+    def _logprobs(self, rows: list[_Row], start_offset: int) -> CompletionLogprobs:
+        tokens = [self.tokens.text(token_id) for token_id, _ in rows]
         offsets = []
         offset = start_offset
         for token in tokens:
@@ -159,7 +251,23 @@ class _CompletionReply:
             offset += len(token)
         return CompletionLogprobs(
             tokens=tokens,
-            token_logprobs=[max(e.logprob, MIN_LOGPROB) for e in entries],
-            top_logprobs=[{self.tokens.text(t): max(lp, MIN_LOGPROB) for t, lp in e.top} for e in entries],
+            token_logprobs=[None if e is None else max(e.logprob, MIN_LOGPROB) for _, e in rows],
+            top_logprobs=[None if e is None else self._top_logprobs(e) for _, e in rows],
             text_offset=offsets,
         )
+
+    def _top_logprobs(self, entry: TokenLogprob) -> dict[str, float]:
+        """The top alternatives, best first, and always the sampled token: OpenAI's API returns up to
+        `logprobs + 1` entries, and clients (lm-eval's greedy check) look the sampled token up in them."""
+        top = {self.tokens.text(t): max(lp, MIN_LOGPROB) for t, lp in entry.top}
+        top.setdefault(self.tokens.text(entry.token_id), max(entry.logprob, MIN_LOGPROB))
+        return top
+
+
+def _prompt_rows(output: RequestOutput) -> list[_Row]:
+    """The prompt tokens' logprob rows; the first token has none (nothing comes before it)."""
+    entries = output.prompt_logprobs
+    if entries is None or any(e is None for e in entries[1:]):
+        # The engine computes every prompt token of a request asking for them; a gap is an engine fault.
+        raise RequestFailedError("the engine did not return logprobs for every prompt token")
+    return [(token_id, None if i == 0 else entries[i]) for i, token_id in enumerate(output.prompt_token_ids)]

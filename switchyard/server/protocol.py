@@ -8,6 +8,7 @@ names the field (`stop`) instead of a union branch (`stop.list[str]`).
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -80,6 +81,8 @@ PromptField = Annotated[list[str | list[int]], BeforeValidator(_prompts_as_list)
 class StreamOptions(_Request):
     include_usage: bool = False
     """Send a last chunk with token usage (and `usage: null` in the others)."""
+    continuous_usage_stats: bool = False
+    """vLLM extra, with include_usage: every chunk also carries its choice's usage so far."""
 
 
 class FunctionCall(_Request):
@@ -91,6 +94,21 @@ class ToolCall(_Request):
     id: str
     type: Literal["function"] = "function"
     function: FunctionCall
+
+    def for_template(self) -> dict[str, Any]:
+        """The call with its JSON-string arguments parsed to an object, as chat templates expect.
+
+        Templates write `arguments | tojson` (Llama 3.1, Qwen2.5), which would quote a string a second time;
+        those that accept a string test `is string` first. Arguments that are not a JSON object stay text.
+        """
+        call = self.model_dump()
+        try:
+            arguments = json.loads(self.function.arguments)
+        except ValueError:
+            return call
+        if isinstance(arguments, dict):
+            call["function"]["arguments"] = arguments
+        return call
 
 
 class ChatMessage(_Request):
@@ -109,7 +127,7 @@ class ChatMessage(_Request):
         if self.name is not None:
             message["name"] = self.name
         if self.tool_calls:
-            message["tool_calls"] = [call.model_dump() for call in self.tool_calls]
+            message["tool_calls"] = [call.for_template() for call in self.tool_calls]
         if self.tool_call_id is not None:
             message["tool_call_id"] = self.tool_call_id
         return message
@@ -163,6 +181,14 @@ class _SamplingRequest(_Request):
     @property
     def include_usage(self) -> bool:
         return self.stream_options is not None and self.stream_options.include_usage
+
+    @property
+    def continuous_usage(self) -> bool:
+        return (
+            self.include_usage
+            and self.stream_options is not None
+            and self.stream_options.continuous_usage_stats
+        )
 
     def build_sampling_params(
         self, defaults: GenerationDefaults, max_tokens: int | None, logprobs: int | None
@@ -232,12 +258,12 @@ class CompletionRequest(_SamplingRequest):
     logprobs: int | None = None
     """Number of top alternatives per token (0 = only the sampled token's logprob)."""
     echo: bool = False
+    """Put the prompt before each choice's text (and its tokens' logprobs before the choice's, when asked);
+    with max_tokens 0, return only that: how evaluation harnesses score a text's likelihood."""
     suffix: str | None = None
     best_of: int | None = None
 
     def check_unsupported(self) -> None:
-        if self.echo:
-            raise InvalidRequestError("echo is not supported", param="echo")
         if self.suffix:
             raise InvalidRequestError("suffix is not supported", param="suffix")
         if self.best_of is not None and self.best_of != self.n:
@@ -258,6 +284,16 @@ class Usage(_Response):
     completion_tokens: int
     total_tokens: int
     prompt_tokens_details: PromptTokensDetails
+
+    @classmethod
+    def so_far(cls, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> Usage:
+        """One choice's usage while it streams (vLLM's continuous_usage_stats)."""
+        return cls(
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            total_tokens=prompt_tokens + completion_tokens,
+            prompt_tokens_details=PromptTokensDetails(cached_tokens=cached_tokens),
+        )
 
     @classmethod
     def of(cls, outputs: list[RequestOutput]) -> Usage:
@@ -364,8 +400,9 @@ class ChatCompletionChunk(_Response):
 
 class CompletionLogprobs(_Response):
     tokens: list[str]
-    token_logprobs: list[float]
-    top_logprobs: list[dict[str, float]]
+    token_logprobs: list[float | None]
+    """None only for an echoed prompt's first token, which nothing predicts."""
+    top_logprobs: list[dict[str, float] | None]
     text_offset: list[int]
 
 

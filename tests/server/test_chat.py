@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import math
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import openai
 import pytest
-from harness import MODEL, RunningServer
+from harness import MODEL, RunningServer, start_server
+
+from switchyard.models.tokenizer import render_chat
 
 MESSAGES = [
     {"role": "system", "content": "You are terse."},
@@ -51,6 +58,22 @@ def test_stream_without_include_usage_has_no_usage_chunk(client: openai.OpenAI) 
     chunks = list(client.chat.completions.create(model=MODEL, messages=MESSAGES, stream=True, **GREEDY))
     assert chunks[-1].choices[0].finish_reason == "length"
     assert all(c.usage is None for c in chunks)
+
+
+def test_continuous_usage_stats_put_usage_on_every_chunk(client: openai.OpenAI) -> None:
+    """vLLM's stream_options.continuous_usage_stats: each chunk carries its choice's token counts so far."""
+    options: Any = {"include_usage": True, "continuous_usage_stats": True}
+    chunks = list(
+        client.chat.completions.create(
+            model=MODEL, messages=MESSAGES, stream=True, stream_options=options, **GREEDY
+        )
+    )
+    usages = [c.usage for c in chunks]
+    assert all(u is not None for u in usages)
+    prompt_tokens = {u.prompt_tokens for u in usages if u is not None}
+    counts = [u.completion_tokens for u in usages if u is not None]
+    assert len(prompt_tokens) == 1 and counts[0] == 0 and counts == sorted(counts) and counts[-1] == 12
+    assert chunks[-1].choices == [] and chunks[-2].choices[0].finish_reason == "length" and counts[-2] == 12
 
 
 def test_n_samples(client: openai.OpenAI) -> None:
@@ -197,8 +220,51 @@ def test_usage_reports_cached_prompt_tokens(server: RunningServer, client: opena
 
 
 def test_usage_counts_the_rendered_prompt(server: RunningServer, client: openai.OpenAI) -> None:
-    from switchyard.models.tokenizer import render_chat
-
     expected = len(render_chat(server.llm_engine.tokenizer, MESSAGES))
     response = client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=1)
     assert response.usage is not None and response.usage.prompt_tokens == expected
+
+
+# Llama 3.1's and Qwen2.5's templates write an earlier call's arguments with `tojson`, expecting an object.
+TOJSON_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content or '' }}"
+    '{% for call in m.tool_calls or [] %}{"name": "{{ call.function.name }}", '
+    '"parameters": {{ call.function.arguments | tojson }}}{% endfor %}<|im_end|>\n{% endfor %}'
+    "<|im_start|>assistant\n"
+)
+
+
+@pytest.fixture(scope="module")
+def tojson_server(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    folder = tmp_path_factory.mktemp("tojson-template")
+    shutil.copytree(tiny_model_dir, folder, dirs_exist_ok=True)
+    config_file = folder / "tokenizer_config.json"
+    config = json.loads(config_file.read_text())
+    config["chat_template"] = TOJSON_TEMPLATE
+    config_file.write_text(json.dumps(config))
+    running = start_server(folder)
+    yield running
+    running.stop()
+
+
+def test_earlier_tool_call_arguments_reach_the_template_as_an_object(tojson_server: RunningServer) -> None:
+    """The API carries arguments as a JSON string; templates get them parsed, as vLLM and transformers do."""
+
+    def conversation(arguments: Any) -> list[dict[str, Any]]:
+        call = {"id": "call_1", "type": "function", "function": {"name": "weather", "arguments": arguments}}
+        return [
+            {"role": "user", "content": "Weather in Oslo?"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "12 C"},
+        ]
+
+    arguments = '{"city": "Oslo", "days": [1, 2]}'
+    tokenizer = tojson_server.llm_engine.tokenizer
+    as_object = render_chat(tokenizer, conversation(json.loads(arguments)))
+    assert len(as_object) != len(render_chat(tokenizer, conversation(arguments)))  # the test tells them apart
+    response = tojson_server.client().chat.completions.create(
+        model=MODEL,
+        messages=conversation(arguments),  # type: ignore[arg-type]
+        max_tokens=1,
+    )
+    assert response.usage is not None and response.usage.prompt_tokens == len(as_object)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import openai
 import pytest
 from harness import MODEL, RunningServer
@@ -77,16 +79,91 @@ def test_streaming_several_prompts(client: openai.OpenAI) -> None:
     assert usage is not None and usage.completion_tokens == 16
 
 
+def test_continuous_usage_stats(client: openai.OpenAI) -> None:
+    options: Any = {"include_usage": True, "continuous_usage_stats": True}
+    chunks = list(
+        client.completions.create(model=MODEL, prompt="Hello", stream=True, stream_options=options, **GREEDY)
+    )
+    counts = [c.usage.completion_tokens for c in chunks if c.usage is not None]
+    assert len(counts) == len(chunks) and counts == sorted(counts) and counts[0] >= 1 and counts[-1] == 8
+
+
 def test_unsupported_options_are_refused(client: openai.OpenAI) -> None:
     with pytest.raises(openai.BadRequestError) as info:
-        client.completions.create(model=MODEL, prompt="Hello", echo=True)
-    assert info.value.body["param"] == "echo"  # type: ignore[index]
+        client.completions.create(model=MODEL, prompt="Hello", suffix="world")
+    assert info.value.body["param"] == "suffix"  # type: ignore[index]
 
 
-def test_one_bad_prompt_fails_the_request_and_leaves_nothing_running(
-    server: RunningServer, client: openai.OpenAI
+@pytest.mark.parametrize("logprobs", [0, 2])
+def test_top_logprobs_always_hold_the_sampled_token(client: openai.OpenAI, logprobs: int) -> None:
+    """OpenAI returns up to logprobs + 1 alternatives: the sampled token is always among them."""
+    response = client.completions.create(
+        model=MODEL, prompt="Hello", logprobs=logprobs, temperature=1.0, seed=5, max_tokens=8
+    )
+    result = response.choices[0].logprobs
+    assert result is not None and result.tokens and result.token_logprobs and result.top_logprobs
+    for token, logprob, top in zip(result.tokens, result.token_logprobs, result.top_logprobs, strict=True):
+        # Tokens can share a text ("\ufffd" for partial characters): the entry is then the best of them.
+        assert top is not None and top[token] >= logprob - 1e-5
+        assert len(top) <= logprobs + 1
+
+
+@pytest.mark.parametrize("as_ids", [False, True], ids=["strings", "token-lists"])
+def test_echo_puts_the_prompt_before_each_choice(
+    server: RunningServer, client: openai.OpenAI, as_ids: bool
 ) -> None:
-    with pytest.raises(openai.BadRequestError) as info:
-        client.completions.create(model=MODEL, prompt=[[5, 6, 7], [5, 99999]], max_tokens=100)
-    assert info.value.body["param"] == "prompt"  # type: ignore[index]
-    assert server.wait_for_free_blocks() == 0
+    tokenizer = server.llm_engine.tokenizer
+    texts = ["Hello world", "Echo me"]
+    prompts = [tokenizer.encode(t) for t in texts] if as_ids else texts
+    heads = [tokenizer.decode(p) for p in prompts] if as_ids else texts
+    plain = client.completions.create(model=MODEL, prompt=prompts, n=2, **GREEDY)
+    echoed = client.completions.create(model=MODEL, prompt=prompts, n=2, echo=True, **GREEDY)
+    expected = [heads[c.index // 2] + c.text for c in plain.choices]
+    assert [c.text for c in echoed.choices] == expected
+    assert echoed.usage == plain.usage
+
+    streamed = {i: "" for i in range(4)}
+    for chunk in client.completions.create(
+        model=MODEL, prompt=prompts, n=2, echo=True, stream=True, **GREEDY
+    ):
+        for choice in chunk.choices:
+            streamed[choice.index] += choice.text
+    assert list(streamed.values()) == expected
+
+
+def test_echo_with_logprobs_scores_the_prompt(server: RunningServer, client: openai.OpenAI) -> None:
+    """The scoring call of evaluation harnesses: the prompt's logprobs, the first null, as the model gives them.
+
+    After the prefix, the best alternative must be the token greedy decoding picks there, at the same logprob."""
+    prefix = [11, 12, 13, 14, 15, 16, 17]  # shorter than a KV block: no prefix-cache hit, see below
+    greedy = client.completions.create(model=MODEL, prompt=prefix, logprobs=1, temperature=0, max_tokens=1)
+    picked = greedy.choices[0].logprobs
+    assert picked is not None and picked.tokens and picked.token_logprobs
+    prompt = [*prefix, 200]
+    texts = [server.llm_engine.tokenizer.decode([t]) for t in prompt]
+    kwargs: dict = {"model": MODEL, "prompt": prompt, "logprobs": 1, "echo": True, "max_tokens": 0}
+    response = client.completions.create(**kwargs)
+    streamed = [c for chunk in client.completions.create(stream=True, **kwargs) for c in chunk.choices]
+    assert response.usage is not None and response.usage.completion_tokens == 0
+    assert response.usage.prompt_tokens == len(prompt)
+    for choice in (response.choices[0], *streamed):
+        result = choice.logprobs
+        assert choice.text == "".join(texts) and choice.finish_reason == "length"
+        assert result is not None and result.tokens == texts
+        assert result.token_logprobs is not None and result.token_logprobs[0] is None
+        assert result.top_logprobs is not None and result.top_logprobs[0] is None
+        assert all(lp is not None and lp <= 0 for lp in result.token_logprobs[1:])
+        assert result.text_offset == [sum(map(len, texts[:i])) for i in range(len(texts))]
+        best = result.top_logprobs[-1]
+        assert best is not None and max(best, key=best.__getitem__) == picked.tokens[0]
+        assert max(best.values()) == pytest.approx(picked.token_logprobs[0], abs=1e-4)
+
+
+def test_echo_with_logprobs_of_a_cached_prompt(client: openai.OpenAI) -> None:
+    prompt = list(range(30, 70))  # longer than a KV block, so the second request hits the prefix cache
+    first, second = (
+        client.completions.create(model=MODEL, prompt=prompt, logprobs=1, echo=True, max_tokens=0).choices[0]
+        for _ in range(2)
+    )
+    assert first.logprobs is not None and second.logprobs is not None
+    assert second.logprobs.token_logprobs == pytest.approx(first.logprobs.token_logprobs, abs=1e-4)

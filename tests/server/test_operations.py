@@ -44,6 +44,31 @@ def test_health_version_models(server: RunningServer, client: openai.OpenAI) -> 
     assert models.data[0].model_extra is not None and models.data[0].model_extra["max_model_len"] == 256
 
 
+def test_models_retrieve(client: openai.OpenAI) -> None:
+    model = client.models.retrieve(MODEL)
+    assert model.id == MODEL and model.object == "model" and model.owned_by and model.created > 0
+    with pytest.raises(openai.NotFoundError) as info:
+        client.models.retrieve("gpt-17")
+    assert info.value.code == "model_not_found"
+
+
+def test_every_response_carries_a_request_id(server: RunningServer, client: openai.OpenAI) -> None:
+    """OpenAI's API sends x-request-id on every response; the openai client exposes it for bug reports."""
+    answer = client.chat.completions.create(model=MODEL, messages=USER, max_tokens=1)
+    assert answer._request_id
+    with pytest.raises(openai.NotFoundError) as info:
+        client.chat.completions.create(model="gpt-17", messages=USER, max_tokens=1)  # type: ignore[arg-type]
+    assert info.value.request_id and info.value.request_id != answer._request_id
+    http = server.http()
+    assert http.get("/health", headers={"x-request-id": "trace-42"}).headers["x-request-id"] == "trace-42"
+    stream = http.post(
+        "/v1/completions",
+        json={"model": MODEL, "prompt": "Hi", "max_tokens": 2, "stream": True},
+        headers={"x-request-id": "trace-43"},
+    )
+    assert stream.status_code == 200 and stream.headers["x-request-id"] == "trace-43"
+
+
 def test_metrics_are_exposed_and_move(server: RunningServer, client: openai.OpenAI) -> None:
     http = server.http()
     before = http.get("/metrics").text
@@ -88,7 +113,8 @@ def test_api_key(tiny_model_dir: Path) -> None:
             "/v1/chat/completions", content=b"{not json", headers={"content-type": "application/json"}
         )
         assert response.status_code == 401  # refused before the body is looked at
-        assert http.get("/v1/models").status_code == 401
+        refused = http.get("/v1/models")
+        assert refused.status_code == 401 and refused.headers["x-request-id"]
         assert http.get("/health").status_code == 200 and http.get("/metrics").status_code == 200
         answer = running.client(api_key="s3cret").chat.completions.create(
             model=MODEL, messages=USER, max_tokens=2
