@@ -3,7 +3,7 @@ checkpoint/resume, handoffs and tracing, over any OpenAI-compatible endpoint (se
 
 from __future__ import annotations
 
-from switchyard.agents.agent import Agent, Handoff, ModelSettings
+from switchyard.agents.agent import Agent, Handoff, ModelSettings, ToolConcurrency
 from switchyard.agents.checkpoint import CheckpointStore, RunNotFoundError
 from switchyard.agents.events import (
     ApprovalRequested,
@@ -64,6 +64,7 @@ __all__ = [
     "SideEffects",
     "ToolCallRequest",
     "ToolCalled",
+    "ToolConcurrency",
     "ToolContext",
     "ToolResult",
     "ToolTimeoutError",

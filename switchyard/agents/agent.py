@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from switchyard.agents.guardrails import Guardrail
@@ -31,6 +32,20 @@ class ModelSettings:
     extra_body: dict[str, Any] = field(default_factory=dict)
 
 
+class ToolConcurrency(StrEnum):
+    """How the calls of one model turn run, once approvals and rejections are settled; results always reach
+    the transcript in the model's call order, and every call is checkpointed under its idempotency key."""
+
+    CONCURRENT = "concurrent"
+    """All at once (async tools on the event loop, sync tools on their own threads), as the OpenAI Agents SDK
+    runs them: a model that sends calls together treats them as independent."""
+    ACTING_IN_ORDER = "acting_in_order"
+    """Consecutive read-only calls at once; each acting call alone and in the model's order, so effects happen
+    in that order and the reads after them see them."""
+    SEQUENTIAL = "sequential"
+    """One call at a time in the model's order, for tools that share state unsafe to touch concurrently."""
+
+
 @dataclass
 class Agent:
     """An assistant: its instructions, tools, model, and where it may hand the conversation over."""
@@ -52,6 +67,8 @@ class Agent:
     `final_answer` tool so a constraining server enforces its schema. A valid `final_answer` call ends the run;
     the other calls of its turn are never run (agents/final_answer.py)."""
     handoffs: list[Agent | Handoff] = field(default_factory=list)
+    tool_concurrency: ToolConcurrency = ToolConcurrency.CONCURRENT
+    """How the calls of one turn run (see `ToolConcurrency`); tool timeouts and approvals apply in every mode."""
     input_guardrails: list[Guardrail] = field(default_factory=list)
     output_guardrails: list[Guardrail] = field(default_factory=list)
 

@@ -38,7 +38,15 @@ def unknown_tool_text(agent: Agent, state: RunState, name: str) -> str:
 def validate_call(state: RunState, agent: Agent, call: ToolCallRequest) -> PendingCall:
     """A pending call with validated arguments, or one already DONE with the error the model must see."""
     pending = PendingCall(call.id, call.name, {}, state.step)
-    if any(h.tool_name == call.name for h in agent.handoff_list()):
+    handoff = next((h for h in agent.handoff_list() if h.tool_name == call.name), None)
+    if handoff is not None:
+        problem = _handoff_arguments_problem(call.arguments)
+        if problem is not None:
+            schema = handoff.spec()["function"]["parameters"]
+            return _refused(
+                pending,
+                f"Error: {problem}. The handoff was not made. Arguments schema: {json.dumps(schema)}",
+            )
         return pending
     if call.name == FINAL_ANSWER_TOOL and agent.output_type is not None:
         try:
@@ -68,6 +76,18 @@ def validate_call(state: RunState, agent: Agent, call: ToolCallRequest) -> Pendi
             f"Error: {exc}. The call was not run. Arguments schema: {json.dumps(tool.parameters)}",
         )
     return pending
+
+
+def _handoff_arguments_problem(text: str) -> str | None:
+    """A handoff takes no arguments (its schema is an empty object with no extra properties): anything else is
+    a malformed call, refused like any other rather than dispatched with its arguments ignored."""
+    try:
+        raw = json.loads(text or "{}")
+    except json.JSONDecodeError as exc:
+        return f"arguments are not valid JSON ({exc.msg} at position {exc.pos})"
+    if raw != {}:
+        return "a handoff takes no arguments; send {}"
+    return None
 
 
 def _refused(call: PendingCall, text: str) -> PendingCall:

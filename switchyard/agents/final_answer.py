@@ -24,12 +24,13 @@ import pydantic
 from switchyard.agents.agent import Agent
 from switchyard.agents.state import PendingCall
 from switchyard.agents.tool import validation_problems
+from switchyard.agents.transcript import STOPPED_BEFORE_RUN
 
 FINAL_ANSWER_TOOL = "final_answer"
 ANSWER_RECEIVED = "Final answer received."
 ANSWER_BLOCKED = "Final answer not accepted: an output guardrail blocked it."
 NOT_RUN = "Not run: this turn gave the final answer."
-_RUNNER_REPLIES = frozenset({ANSWER_RECEIVED, ANSWER_BLOCKED, NOT_RUN})
+_RUNNER_REPLIES = frozenset({ANSWER_RECEIVED, ANSWER_BLOCKED, NOT_RUN, STOPPED_BEFORE_RUN})
 
 
 def is_wrapped(output_type: type[Any]) -> bool:
@@ -90,7 +91,8 @@ def closing_replies(calls: list[PendingCall], final: PendingCall, accepted: bool
 
 
 def is_runner_reply(message: dict[str, Any]) -> bool:
-    """A tool message the runner wrote itself (`closing_replies`), not a tool's result."""
+    """A tool message the runner wrote itself (`closing_replies`, `transcript.answer_unreplied_calls`), not a
+    tool's result."""
     return message.get("role") == "tool" and message.get("content") in _RUNNER_REPLIES
 
 

@@ -1,10 +1,10 @@
 """The agent loop: call the model, validate and run its tool calls, enforce limits, pause, persist, resume.
 
 One iteration is one turn: check the limits, call the model, record its output as a step (its calls
-validated, `call_validation.py`), then resolve its tool calls (`tool_execution.py`: read-only calls of a turn
-run concurrently, acting ones one at a time; each result is a step) and commit the results to the transcript
-in call order. Every step is checkpointed before the next begins, so a run can stop for any reason (a limit,
-an approval, a crash) and continue from exactly there.
+validated, `call_validation.py`), then resolve its tool calls (`tool_execution.py`: the calls of a turn run
+concurrently unless `Agent.tool_concurrency` says otherwise; each result is a step) and commit the results to
+the transcript in call order. Every step is checkpointed before the next begins, so a run can stop for any
+reason (a limit, an approval, a crash) and continue from exactly there.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from switchyard.agents.events import (
     RunEvent,
     RunFinished,
     ToolCalled,
+    ToolResult,
     ignore,
 )
 from switchyard.agents.final_answer import (
@@ -48,9 +49,10 @@ from switchyard.agents.limits import PriceTable, RunLimits, RunStatus, call_sign
 from switchyard.agents.memory import RunningSummary, Session
 from switchyard.agents.model import ModelClient, ModelRequest, ModelResponse
 from switchyard.agents.result import RunResult
-from switchyard.agents.state import PendingCall, RunState
+from switchyard.agents.state import CallStatus, PendingCall, RunState
 from switchyard.agents.tool_execution import run_tool_calls
 from switchyard.agents.tracing import AgentTracer
+from switchyard.agents.transcript import answer_unreplied_calls
 
 __all__ = ["FINAL_ANSWER_TOOL", "RunStream", "Runner", "UnknownAgentError"]
 
@@ -104,7 +106,7 @@ class Runner:
         appended to it when the run returns (finished, stopped by a limit, or paused for approval)."""
         self._register(agent)
         caller = caller or Caller()
-        history = list(await session.get_items()) if session is not None else []
+        history = answer_unreplied_calls(list(await session.get_items())) if session is not None else []
         state = RunState(
             run_id=run_id or uuid.uuid4().hex,
             root_agent=agent.name,
@@ -116,7 +118,7 @@ class Runner:
             nonce=new_nonce(),
             # Tool results in the history are untrusted content already in the context.
             tainted=any(m.get("role") == "tool" and not is_runner_reply(m) for m in history),
-            session_saved=len(history),
+            session_saved=len(history),  # the replies `answer_unreplied_calls` added are never saved
         )
         active = self._active(state, limits, RunClock(0.0), emit)
         active.save("input", input)
@@ -137,14 +139,22 @@ class Runner:
         session: Session | None = None,
     ) -> RunResult:
         """Continue a run from its checkpoint (by id) or from a state (after approve/reject, or from JSON);
-        with the run's `session`, the messages added since the last return are appended to it."""
+        with the run's `session`, the messages added since the last return are appended to it. A run that has
+        not called the model yet passes its input guardrails again first: its input reaches the model only
+        through them (a run they stopped stays stopped)."""
         state = self._checkpoint(run) if isinstance(run, str) else run
         active = self._active(state, limits, RunClock(state.elapsed_s), emit)
         if state.status is RunStatus.COMPLETED:
             await _save_to_session(session, state)
             return self._result(state)
         state.status = RunStatus.RUNNING
-        result = await self._drive(active)
+        tripped = None
+        if state.turns == 0:
+            tripped = first_tripped(self._agent(state.root_agent).input_guardrails, state.input)
+        if tripped is not None:
+            result = self._finish(active, RunStatus.GUARDRAIL_TRIPPED, f"input guardrail: {tripped.message}")
+        else:
+            result = await self._drive(active)
         await _save_to_session(session, state)
         return result
 
@@ -220,9 +230,17 @@ class Runner:
         if self.context_budget is not None:
             summary = RunningSummary(**state.summary) if state.summary else None
             try:
-                fitted = await self.context_budget.fit(request.messages[:1], request.messages[1:], summary)
+                fitted = await run.bounded(
+                    self.context_budget.fit(request.messages[:1], request.messages[1:], summary)
+                )
+            except RunTimeoutReached:
+                raise
             except ContextOverflowError as exc:
                 return self._finish(run, RunStatus.MODEL_ERROR, f"context budget: {exc}")
+            except Exception as exc:  # the summariser's or recall's endpoint failed: as a failed model call
+                return self._finish(
+                    run, RunStatus.MODEL_ERROR, f"context budget: {type(exc).__name__}: {exc}"
+                )
             request = dataclasses.replace(request, messages=fitted.messages)
             state.summary = None if fitted.summary is None else dataclasses.asdict(fitted.summary)
         client = agent.client or self.client
@@ -272,6 +290,8 @@ class Runner:
         run.save("model_output", json.dumps(message, ensure_ascii=False))
         for pending in calls:
             run.emit(ToolCalled(agent.name, pending.call_id, pending.name, pending.arguments))
+            if final is None and pending.status is CallStatus.DONE:  # refused by validation: never run
+                run.emit(ToolResult(agent.name, pending.call_id, pending.name, pending.result or "", True))
         return self._after_model_turn(run, agent, response, final, calls, answered)
 
     def _after_model_turn(

@@ -86,9 +86,9 @@ class RunState:
     pending: list[PendingCall] = field(default_factory=list)
     final_output: Any = None
     session_saved: int = 0
+    """Leading messages already in the run's session (its history plus what earlier returns appended)."""
     summary: dict[str, Any] | None = None
     """The running summary of the oldest messages (text, covered) when a context budget is in force."""
-    """Leading messages already in the run's session (its history plus what earlier returns appended)."""
 
     def approvals(self) -> list[ApprovalItem]:
         return [

@@ -1,11 +1,14 @@
 """Running one model turn's tool calls: decisions first (handoffs, approvals, rejections), then the calls.
 
-Concurrency: the calls that may run now are taken in the model's order. Consecutive read-only calls run
-concurrently; an acting call (side effects) runs alone, after every call before it has finished and before any
-call after it starts, so effects happen in the model's order and the reads around them see them. Each call is
-committed to the store as a step the moment it finishes (so the step log is in completion order); the
-transcript gets the results in call order when the runner commits them. A call that fails or times out gets an
-error result and costs the others nothing.
+Concurrency (`Agent.tool_concurrency`): the calls that may run now are taken in the model's order and grouped
+into batches that run one after another; the calls of a batch run concurrently (async tools on the event loop,
+sync tools each on a thread of its own). By default the whole turn is one batch, as in the OpenAI Agents SDK;
+`ACTING_IN_ORDER` gives each acting call a batch of its own, so effects happen in the model's order and the
+reads around them see them; `SEQUENTIAL` runs every call alone. Each call is committed to the store as a step
+the moment it finishes (so the step log is in completion order) and an acting call is bracketed in the store
+by its idempotency key, so a crash while several run at once reruns none that may have taken effect; the
+transcript gets the results in call order when the runner commits them. A call that fails or times out gets
+an error result and costs the others nothing.
 
 Timeouts: a call past its tool's `timeout` is abandoned (`ToolTimeoutError`); the model gets a timeout error and
 whatever the call returns later is discarded. An acting call that timed out, or was still running when the
@@ -21,7 +24,7 @@ from collections.abc import Coroutine, Iterable
 from typing import Any
 
 from switchyard.agents.active_run import ActiveRun, RunTimeoutReached
-from switchyard.agents.agent import Agent, Handoff
+from switchyard.agents.agent import Agent, Handoff, ToolConcurrency
 from switchyard.agents.call_validation import allowed_tool, unknown_tool_text
 from switchyard.agents.events import ToolResult
 from switchyard.agents.injection import InjectionPolicy, approval_reason
@@ -37,7 +40,8 @@ async def run_tool_calls(
 ) -> Handoff | None:
     """Give every pending call of the turn a result, except those waiting for a human; returns the turn's
     handoff, if it made one."""
-    for batch in batches(decide_calls(run, agent, tracer=tracer, policy=policy)):
+    runnable = decide_calls(run, agent, tracer=tracer, policy=policy)
+    for batch in batches(runnable, agent.tool_concurrency):
         await run_all(_run_call(run, agent, tool, call, tracer) for tool, call in batch)
     return turn_handoff(agent, run.state.pending)
 
@@ -86,8 +90,12 @@ def decide_calls(
     return runnable
 
 
-def batches(calls: list[Runnable]) -> list[list[Runnable]]:
-    """Groups to run one after another: consecutive read-only calls together, each acting call alone."""
+def batches(calls: list[Runnable], concurrency: ToolConcurrency) -> list[list[Runnable]]:
+    """Groups to run one after another, in the model's order; the calls of a group run concurrently."""
+    if concurrency is ToolConcurrency.CONCURRENT:
+        return [calls] if calls else []
+    if concurrency is ToolConcurrency.SEQUENTIAL:
+        return [[item] for item in calls]
     groups: list[list[Runnable]] = []
     for item in calls:
         if item[0].acting or not groups or groups[-1][0][0].acting:

@@ -86,3 +86,31 @@ def test_a_run_stopped_by_a_limit_resumes_with_a_larger_one(tmp_path: Path) -> N
         stopped.run_id, limits=RunLimits(max_turns=5)
     )
     assert done.completed and done.turns == 3 and done.messages[:4] == stopped.messages[:4]
+
+
+@pytest.mark.parametrize(
+    ("idempotent", "bo_reply"),
+    [(False, "interrupted before it reported"), (True, "sent (already)")],
+    ids=["not-idempotent", "idempotent"],
+)
+def test_kill_9_while_two_acting_calls_run_at_once_reruns_neither(
+    tmp_path: Path, idempotent: bool, bo_reply: str
+) -> None:
+    """The turn's two sends overlap (ana's returns only once bo's has sent); the process dies once ana's
+    result is committed, with bo's call still running. The resume keeps ana's committed result and reruns
+    bo's call only if its tool dedupes on the idempotency key."""
+    process = crash(tmp_path, "in_concurrent_tools", idempotent)
+    assert process.returncode == -signal.SIGKILL, process.stderr
+    outbox = tmp_path / "outbox.txt"
+    assert sorted(line.split(" ", 1)[1] for line in outbox.read_text().splitlines()) == [
+        "ana: hello",
+        "bo: hello",
+    ]
+    agent = build_agent(outbox, "never", idempotent)
+    result = runner_for(tmp_path / "runs.db", agent).resume_sync(RUN_ID)
+    assert result.status is RunStatus.COMPLETED and result.final_output == "Message sent."
+    assert len(outbox.read_text().splitlines()) == 2  # no effect happened twice
+    replies = {m["tool_call_id"]: str(m["content"]) for m in result.messages if m["role"] == "tool"}
+    assert list(replies) == ["c_ana", "c_bo"]  # call order
+    assert "\nsent\n" in replies["c_ana"]  # committed before the crash, not run again
+    assert bo_reply in replies["c_bo"]

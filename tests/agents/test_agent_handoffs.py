@@ -21,6 +21,7 @@ from switchyard.agents import (
     PriceTable,
     RunFinished,
     Runner,
+    RunState,
     RunStatus,
     ToolCalled,
     ToolResult,
@@ -222,3 +223,58 @@ def test_tracing_writes_spans_with_tokens_cost_and_latency(tmp_path: Path) -> No
     assert model_call["attributes"]["gen_ai.usage.output_tokens"] == 5
     assert len({s["trace_id"] for s in spans}) == 1
     assert all(s["parent_id"] for s in spans if s["name"] != "agent.run")
+
+
+@pytest.mark.parametrize(
+    ("arguments", "problem"),
+    [("{not json", "not valid JSON"), ({"reason": "refund"}, "takes no arguments")],
+    ids=["bad-json", "extra-argument"],
+)
+def test_a_handoff_with_malformed_arguments_is_refused_not_made(arguments: object, problem: str) -> None:
+    billing = Agent(name="Billing", client=ScriptedModel([say("billing here")]))
+    model = ScriptedModel([call("transfer_to_billing", arguments), say("triage here")])  # type: ignore[arg-type]
+    result = Runner().run_sync(Agent(name="Triage", handoffs=[billing], client=model), "refund")
+    assert result.completed and result.last_agent == "Triage" and result.final_output == "triage here"
+    (reply,) = [m["content"] for m in result.messages if m["role"] == "tool"]
+    assert problem in reply and "handoff was not made" in reply and '"additionalProperties": false' in reply
+    assert billing.client.requests == []  # type: ignore[union-attr]
+
+
+def test_a_handoff_with_no_arguments_at_all_is_made() -> None:
+    billing = Agent(name="Billing", client=ScriptedModel([say("billing here")], repeat_last=True))
+    model = ScriptedModel([call("transfer_to_billing", "")])
+    result = Runner().run_sync(Agent(name="Triage", handoffs=[billing], client=model), "refund")
+    assert result.completed and result.last_agent == "Billing"
+
+
+def test_the_stream_reports_a_result_for_every_call_refused_before_running() -> None:
+    model = ScriptedModel(
+        [
+            calls(("lookup", '{"order": 1', "bad"), ("nope", {}, "unknown"), ("lookup", {"order": 2}, "ok")),
+            say("x"),
+        ]
+    )
+    events: list[object] = []
+    Runner().run_sync(Agent(name="s", tools=[lookup], client=model), "go", emit=events.append)
+    called = [e.call_id for e in events if isinstance(e, ToolCalled)]
+    results = {e.call_id: e for e in events if isinstance(e, ToolResult)}
+    assert called == ["bad", "unknown", "ok"] and set(results) == set(called)
+    assert results["bad"].is_error and "not valid JSON" in results["bad"].result
+    assert results["unknown"].is_error and "unknown tool 'nope'" in results["unknown"].result
+    assert not results["ok"].is_error
+
+
+def test_resuming_a_run_stopped_by_an_input_guardrail_never_sends_the_input_to_the_model() -> None:
+    def no_secrets(text: str) -> GuardrailResult:
+        return GuardrailResult("password" in text, "mentions a password")
+
+    model = ScriptedModel([say("noted")])
+    agent = Agent(name="g", input_guardrails=[no_secrets], client=model)
+    runner = Runner()
+    blocked = runner.run_sync(agent, "my password is hunter2")
+    assert blocked.status is RunStatus.GUARDRAIL_TRIPPED
+    again = runner.resume_sync(RunState.from_json(blocked.state.to_json()))
+    assert again.status is RunStatus.GUARDRAIL_TRIPPED and "mentions a password" in again.status_detail
+    assert model.requests == []
+    agent.input_guardrails = []  # a guardrail relaxed since lets the resumed run go on
+    assert runner.resume_sync(again.state).final_output == "noted"

@@ -133,3 +133,35 @@ def test_a_failing_endpoint_ends_the_run_and_keeps_the_transcript() -> None:
     result = Runner().run_sync(agent, "x")
     assert result.status is RunStatus.MODEL_ERROR and "server went away" in result.status_detail
     assert [m["role"] for m in result.messages] == ["user", "assistant", "tool"]
+
+
+def test_the_run_timeout_bounds_the_context_budgets_own_model_calls() -> None:
+    from switchyard.agents.context_budget import ContextBudget
+
+    async def hanging_recall(query: str) -> list[str]:
+        await asyncio.sleep(60)  # e.g. an embedding or summarising endpoint that never answers
+        return []
+
+    budget = ContextBudget(
+        count_tokens=len, context_window=1000, reply_budget=10, summariser=str, recall=hanging_recall
+    )
+    model = ScriptedModel([say("unreachable")])
+    result = Runner(context_budget=budget, limits=RunLimits(timeout=0.2)).run_sync(
+        Agent(name="c", client=model), "hi"
+    )
+    assert result.status is RunStatus.TIMEOUT and model.requests == []
+    assert result.messages == [{"role": "user", "content": "hi"}]
+
+
+def test_a_failing_context_budget_endpoint_ends_the_run_like_a_failing_model() -> None:
+    from switchyard.agents.context_budget import ContextBudget
+
+    def broken_recall(query: str) -> list[str]:
+        raise ConnectionError("memory store went away")
+
+    budget = ContextBudget(
+        count_tokens=len, context_window=1000, reply_budget=10, summariser=str, recall=broken_recall
+    )
+    result = Runner(context_budget=budget).run_sync(Agent(name="c", client=ScriptedModel([say("x")])), "hi")
+    assert result.status is RunStatus.MODEL_ERROR and "memory store went away" in result.status_detail
+    assert result.messages == [{"role": "user", "content": "hi"}]

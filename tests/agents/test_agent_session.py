@@ -138,3 +138,39 @@ def test_a_context_budget_summarises_old_turns_before_the_model_call(tmp_path: P
     assert any("earlier: the user said hello" in str(m.get("content")) for m in sent)
     assert sent[-1] == {"role": "user", "content": "and now?"}  # the newest turn verbatim
     assert result.state.summary is not None and result.state.summary["covered"] > 0
+
+
+def test_a_new_run_on_a_session_left_by_a_stopped_run_replies_to_its_unanswered_calls(tmp_path: Path) -> None:
+    """A run the loop detector stopped leaves its last turn's call unanswered (a resume would run it); the
+    next run on the session must not send tool_calls without replies, which OpenAI-style APIs reject."""
+    from switchyard.agents import RunLimits
+    from switchyard.agents.transcript import STOPPED_BEFORE_RUN
+
+    path = tmp_path / "memory.db"
+    looping = Agent(
+        name="a", tools=[add], client=ScriptedModel([call("add", {"a": 1, "b": 1})], repeat_last=True)
+    )
+    stopped = Runner(limits=RunLimits(loop_threshold=2)).run_sync(
+        looping, "loop", session=SQLiteSession("s5", path=path)
+    )
+    assert stopped.status is RunStatus.LOOP_DETECTED
+    stored = asyncio.run(SQLiteSession("s5", path=path).get_items())
+    assert stored[-1]["role"] == "assistant" and stored[-1]["tool_calls"]  # unanswered: the session is a log
+
+    model = ScriptedModel([say("hello again")], repeat_last=True)
+    second = Runner().run_sync(
+        Agent(name="a", tools=[add], client=model), "hi", session=SQLiteSession("s5", path=path)
+    )
+    assert second.final_output == "hello again"
+    sent = model.requests[0].messages[1:]
+    for index, message in enumerate(sent):  # every call is answered by the tool replies right after it
+        asked = [c["id"] for c in message.get("tool_calls") or []]
+        following = sent[index + 1 : index + 1 + len(asked)]
+        assert [(m["role"], m.get("tool_call_id")) for m in following] == [("tool", i) for i in asked]
+    assert sent[-2] == {"role": "tool", "tool_call_id": "call_add_0", "content": STOPPED_BEFORE_RUN}
+    after = asyncio.run(SQLiteSession("s5", path=path).get_items())
+    assert after == [
+        *stored,
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "hello again"},
+    ]

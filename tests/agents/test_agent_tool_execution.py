@@ -1,5 +1,6 @@
-"""Tool calls of one turn: read-only ones overlap, acting ones run alone in order, results keep call order;
-a failure or a timeout costs the other calls nothing; a timed-out call's late result is discarded.
+"""Tool calls of one turn: by default all of them overlap (acting ones too); `ToolConcurrency` can run acting
+calls alone in order, or every call alone; results keep call order either way; a failure or a timeout costs the
+other calls nothing; a timed-out call's late result is discarded, and the timeout is traced.
 
 Overlap is proven by ordering (each tool waits for the other to start), never by wall-clock thresholds.
 """
@@ -19,10 +20,12 @@ from switchyard.agents import (
     RunLimits,
     Runner,
     RunStatus,
+    ToolConcurrency,
     ToolResult,
     tool,
 )
 from switchyard.agents.model import ModelRequest, ModelResponse
+from switchyard.agents.tracing import AgentTracer
 
 WAIT = 5.0
 """Seconds a tool waits for its partner before giving up (only reached when the calls do not overlap)."""
@@ -88,6 +91,75 @@ def test_sync_read_only_calls_overlap_on_their_threads() -> None:
     assert "a passed" in contents[0] and "b passed" in contents[1]
 
 
+def test_acting_calls_of_a_turn_overlap_by_default(tmp_path: Path) -> None:
+    started = {name: asyncio.Event() for name in ("ana", "bo")}
+    sent: list[str] = []
+
+    @tool(side_effects="acting")
+    async def send(to: str, partner: str) -> str:
+        """Send (returns only once the partner call has started: impossible one after the other)."""
+        started[to].set()
+        await asyncio.wait_for(started[partner].wait(), WAIT)
+        sent.append(to)
+        return f"sent to {to}"
+
+    store = CheckpointStore(tmp_path / "runs.db")
+    turn = calls(("send", {"to": "ana", "partner": "bo"}, "a"), ("send", {"to": "bo", "partner": "ana"}, "b"))
+    result = Runner(store=store).run_sync(
+        Agent(name="c", tools=[send], client=ScriptedModel([turn, say("both sent")])), "go"
+    )
+    assert result.completed and sorted(sent) == ["ana", "bo"]
+    contents = [str(m["content"]) for m in tool_messages(result.messages)]
+    assert "sent to ana" in contents[0] and "sent to bo" in contents[1]
+    for call_id in ("a", "b"):  # each bracketed under its own idempotency key
+        effect = store.effect(f"{result.run_id}:1:{call_id}")
+        assert effect is not None and effect.status == "done"
+
+
+def test_a_sync_acting_call_overlaps_a_sync_read_by_default_but_not_when_acting_calls_run_in_order() -> None:
+    def run(concurrency: ToolConcurrency, wait: float) -> list[str]:
+        barrier = threading.Barrier(2, timeout=wait)  # breaks unless both calls wait at it at once
+
+        @tool(side_effects="acting")
+        def write() -> str:
+            """Write something."""
+            barrier.wait()
+            return "written"
+
+        @tool
+        def read() -> str:
+            """Read something."""
+            barrier.wait()
+            return "read"
+
+        model = ScriptedModel([calls(("write", {}, "w"), ("read", {}, "r")), say("ok")])
+        agent = Agent(name="s", tools=[write, read], client=model, tool_concurrency=concurrency)
+        return [str(m["content"]) for m in tool_messages(Runner().run_sync(agent, "go").messages)]
+
+    overlapped = run(ToolConcurrency.CONCURRENT, WAIT)
+    assert "written" in overlapped[0] and "read" in overlapped[1]
+    alone = run(ToolConcurrency.ACTING_IN_ORDER, 0.1)  # the write waits alone until its barrier breaks
+    assert all("BrokenBarrierError" in content for content in alone)
+
+
+def test_sequential_runs_every_call_alone_in_the_models_order() -> None:
+    log: list[str] = []
+
+    @tool
+    async def step(name: str) -> str:
+        """Yields while running, so a call running alongside would start meanwhile."""
+        log.append(f"start {name}")
+        for _ in range(3):
+            await asyncio.sleep(0)
+        log.append(f"end {name}")
+        return name
+
+    model = ScriptedModel([calls(*[("step", {"name": n}, n) for n in ("a", "b", "c")]), say("done")])
+    agent = Agent(name="q", tools=[step], client=model, tool_concurrency=ToolConcurrency.SEQUENTIAL)
+    assert Runner().run_sync(agent, "go").completed
+    assert log == ["start a", "end a", "start b", "end b", "start c", "end c"]
+
+
 def test_acting_calls_run_alone_and_in_the_models_order() -> None:
     log: list[str] = []
     started = {name: asyncio.Event() for name in ("r1", "r2")}
@@ -126,7 +198,8 @@ def test_acting_calls_run_alone_and_in_the_models_order() -> None:
     order = ["r1", "r2", "w1", "w2", "r3"]
     tools = [reader("r1", "r2"), reader("r2", "r1"), writer("w1"), writer("w2"), r3]
     model = ScriptedModel([calls(*[(name, {}, name) for name in order]), say("done")])
-    result = Runner().run_sync(Agent(name="w", tools=tools, client=model), "go")
+    agent = Agent(name="w", tools=tools, client=model, tool_concurrency=ToolConcurrency.ACTING_IN_ORDER)
+    result = Runner().run_sync(agent, "go")
     assert result.completed
     assert set(log[:2]) == {"start r1", "start r2"}  # the reads overlap
     assert log[4:] == ["start w1", "end w1", "start w2", "end w2", "start r3", "end r3"]
@@ -298,3 +371,56 @@ def test_an_acting_call_cut_off_by_the_run_timeout_is_not_rerun_on_resume(tmp_pa
     assert done.completed and sent == ["ana"]
     message = str(tool_messages(done.messages)[0]["content"])
     assert "still running when the run reached its time limit" in message
+
+
+def test_a_timed_out_call_running_alongside_another_is_reported_traced_and_not_waited_for() -> None:
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    release, finished = threading.Event(), threading.Event()
+    other_started = asyncio.Event()
+
+    @tool(timeout=0.05)
+    def lookup() -> str:
+        """Blocks until released."""
+        release.wait(WAIT)
+        finished.set()
+        return "LATE-RESULT"
+
+    @tool
+    async def other() -> str:
+        """Runs alongside the lookup."""
+        other_started.set()
+        return "other result"
+
+    seen: list[str] = []
+
+    def next_turn(request: ModelRequest) -> ModelResponse:
+        # The run asks the model again while the abandoned call is still blocked: it did not wait for it.
+        seen.append("still running" if not finished.is_set() else "finished")
+        seen.extend(str(m["content"]) for m in request.messages if m["role"] == "tool")
+        release.set()
+        assert finished.wait(WAIT)  # the abandoned thread has returned its result by now
+        return say("lookup timed out; other worked")
+
+    exporter = InMemorySpanExporter()
+    tracer = AgentTracer.from_config(None, extra=[exporter])
+    events: list[RunEvent] = []
+    model = ScriptedModel([calls(("lookup", {}, "l"), ("other", {}, "o")), next_turn])
+    result = Runner(tracer=tracer).run_sync(
+        Agent(name="t", tools=[lookup, other], client=model), "go", emit=events.append
+    )
+    assert result.completed and other_started.is_set()
+    assert seen[0] == "still running"
+    assert "Error: lookup timed out after 0.05 s" in seen[1] and "other result" in seen[2]
+    assert [(e.call_id, e.is_error) for e in events if isinstance(e, ToolResult)] == [
+        ("o", False),
+        ("l", True),
+    ]
+    assert "LATE-RESULT" not in str(result.messages) and "LATE-RESULT" not in result.state.to_json()
+    spans = {
+        span.attributes["switchyard.call_id"]: span.attributes
+        for span in exporter.get_finished_spans()
+        if span.name == "agent.tool_call" and span.attributes is not None
+    }
+    assert spans["l"].get("switchyard.timed_out") is True and spans["l"]["switchyard.is_error"] is True
+    assert "switchyard.timed_out" not in spans["o"] and spans["o"]["switchyard.is_error"] is False
