@@ -248,12 +248,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
         parser.error(str(exc))
     output_dir = args.output_dir or Path("bench-results") / time.strftime("%Y%m%d-%H%M%S")
     from switchyard.bench.client import EndpointError
+    from switchyard.bench.runner import RunInterrupted
 
     try:
         return asyncio.run(_serve(args, api, options, output_dir))
     except EndpointError as exc:
         print(f"switchyard bench: error: {exc}", file=sys.stderr)
         return 2
+    except (KeyboardInterrupt, RunInterrupted):
+        # Interrupted before a measured run started (connecting, warm-up): nothing worth summarising.
+        print("switchyard bench: interrupted", file=sys.stderr)
+        return INTERRUPTED
+
+
+INTERRUPTED = 130
+"""Exit status after Ctrl-C, as a shell reports a SIGINT'd command."""
 
 
 @dataclass
@@ -298,23 +307,44 @@ async def _serve(args: argparse.Namespace, api: str, options: Any, output_dir: P
             warm = build_sessions(replace(options, seed=options.seed + 1), args.warmup)
             await run_load(client, target, warm, LoadShape(max_concurrency=1), progress=False)
         session = _Session(args, client, target, options, shape, output_dir, context)
-        await (_search(session) if args.find_max_rate else _run_once(session))
-    return 0
+        return await (_search(session) if args.find_max_rate else _run_once(session))
 
 
-async def _run_once(session: _Session) -> None:
+async def _run_once(session: _Session) -> int:
+    """One run, summarised; Ctrl-C keeps what was recorded and summarises the requests that finished."""
+    from switchyard.bench.client import CANCELLED
     from switchyard.bench.report import write_report
-    from switchyard.bench.runner import run_load
+    from switchyard.bench.runner import RunInterrupted, run_load
     from switchyard.bench.summary import format_summary, summarize
     from switchyard.bench.workloads import build_sessions
 
     args, shape, out = session.args, session.shape, session.output_dir
     sessions = build_sessions(session.options, session.count_at(shape.request_rate))
-    run = await run_load(
-        session.client, session.target, sessions, shape, jsonl=out / "requests.jsonl", progress=not args.quiet
-    )
+    interrupted = False
+    try:
+        run = await run_load(
+            session.client,
+            session.target,
+            sessions,
+            shape,
+            jsonl=out / "requests.jsonl",
+            progress=not args.quiet,
+        )
+    except RunInterrupted as stop:
+        run, interrupted = stop.run, True
+    # A request cut off by Ctrl-C says nothing about the server: kept in the JSONL, left out of the numbers.
+    finished = [r for r in run.results if r.error != CANCELLED]
+    context = session.context
+    if interrupted:
+        note = (
+            f"interrupted: the summary covers the {len(finished)} requests that finished; "
+            f"{len(run.results) - len(finished)} in flight were cancelled (error `{CANCELLED}` in requests.jsonl) "
+            f"and {sum(len(s.turns) for s in sessions) - len(run.results)} were never sent"
+        )
+        print(note)
+        context = [*context, note]
     summary = summarize(
-        run.results,
+        finished,
         run.duration,
         request_rate=shape.request_rate,
         max_concurrency=shape.max_concurrency,
@@ -324,17 +354,18 @@ async def _run_once(session: _Session) -> None:
     print(format_summary(summary))
     if not args.no_report:
         path = write_report(
-            out, title="switchyard bench serve", context=session.context, summary=summary, results=run.results
+            out, title="switchyard bench serve", context=context, summary=summary, results=finished
         )
         print(f"report: {path}")
     print(f"per-request results: {out / 'requests.jsonl'}")
+    return INTERRUPTED if interrupted else 0
 
 
-async def _search(session: _Session) -> None:
+async def _search(session: _Session) -> int:
     """--find-max-rate: every probe a full run of its own (JSONL per probe), then the trace and a report."""
     from switchyard.bench.client import RequestResult
     from switchyard.bench.report import write_report
-    from switchyard.bench.runner import run_load
+    from switchyard.bench.runner import RunInterrupted, run_load
     from switchyard.bench.search import Probe, find_max_rate
     from switchyard.bench.summary import format_summary, summarize
     from switchyard.bench.workloads import build_sessions
@@ -369,13 +400,17 @@ async def _search(session: _Session) -> None:
         return Probe(rate, bool(summary.slo_met), summary)
 
     start_rate = 1.0 if math.isinf(args.request_rate) else args.request_rate
-    search = await find_max_rate(
-        probe,
-        start_rate=start_rate,
-        tolerance=args.search_tolerance,
-        max_probes=args.max_probes,
-        min_rate=args.min_rate,
-    )
+    try:
+        search = await find_max_rate(
+            probe,
+            start_rate=start_rate,
+            tolerance=args.search_tolerance,
+            max_probes=args.max_probes,
+            min_rate=args.min_rate,
+        )
+    except RunInterrupted:
+        print(f"interrupted during probe {len(runs) + 1}: no max rate; each probe's requests are in {out}")
+        return INTERRUPTED
     trace = {
         "slo": args.slo.describe(),
         "max_rate": search.max_rate,
@@ -410,6 +445,7 @@ async def _search(session: _Session) -> None:
             )
             print(f"report: {path}")
     print(f"search trace: {out / 'search.json'}")
+    return 0
 
 
 # --------------------------------------------------------------------------------------------- offline

@@ -16,6 +16,9 @@ import httpx
 
 from switchyard.bench.workloads import Turn
 
+CANCELLED = "cancelled"
+"""The error of a request still in flight when the run was interrupted: the client's doing, not the server's."""
+
 
 class EndpointError(RuntimeError):
     """The endpoint cannot be used at all (unreachable, no models, refuses the key)."""
@@ -59,7 +62,8 @@ class RequestResult:
     output_tokens: int = 0
     cached_tokens: int | None = None
     error: str | None = None
-    """None on success, else its type: http_<status>, timeout, connection, stream_error, bad_response."""
+    """None on success, else its type: http_<status>, timeout, connection, stream_error, bad_response, or
+    cancelled (in flight when the run was interrupted)."""
     error_message: str | None = None
     output_text: str = ""
 

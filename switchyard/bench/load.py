@@ -15,7 +15,8 @@ class LoadShape:
     burstiness: float = 1.0
     """Gamma shape of the gaps: 1 is Poisson, below 1 burstier, above 1 more regular."""
     max_concurrency: int | None = None
-    """Requests in flight at most; arrivals beyond it wait for a slot (their wait counts in their latency)."""
+    """Requests in flight at most; arrivals beyond it wait for a slot, and (as in vLLM's benchmark) their
+    latencies count from when they are sent, not from their arrival, so the wait is not in them."""
     ramp_up: float = 0.0
     """Seconds over which the rate grows linearly from 0 to request_rate."""
     seed: int = 0

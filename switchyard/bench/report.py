@@ -53,7 +53,8 @@ def write_png(path: Path, results: list[RequestResult], search: SearchResult | N
             cdf.plot(ordered, np.arange(1, len(ordered) + 1) / len(ordered), label=name.upper())
     cdf.set(xscale="log", xlabel="latency (ms)", ylabel="fraction of samples", title="Latency CDFs")
     cdf.grid(True, which="both", alpha=0.3)
-    cdf.legend()
+    if cdf.get_legend_handles_labels()[0]:  # nothing to plot when every request failed
+        cdf.legend()
 
     throughput = axes[1]
     times, weights = token_times(results)

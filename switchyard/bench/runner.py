@@ -13,7 +13,7 @@ from typing import IO, Any
 import httpx
 from tqdm.auto import tqdm
 
-from switchyard.bench.client import RequestResult, Target, send_request
+from switchyard.bench.client import CANCELLED, RequestResult, Target, send_request
 from switchyard.bench.load import LoadShape, arrival_times
 from switchyard.bench.workloads import Session
 
@@ -25,6 +25,18 @@ class RunResult:
     duration: float
     """Seconds from the first arrival's scheduled time to the last completion."""
     shape: LoadShape
+
+
+class RunInterrupted(Exception):
+    """The run was cancelled (Ctrl-C) before every session finished.
+
+    `run` keeps what was recorded: every finished request, and each one in flight at that moment with error
+    `cancelled` and whatever had streamed in; sessions that had not yet arrived were never sent.
+    """
+
+    def __init__(self, run: RunResult) -> None:
+        super().__init__(f"interrupted after {len(run.results)} requests")
+        self.run = run
 
 
 def http_client(shape: LoadShape, timeout: float) -> httpx.AsyncClient:
@@ -43,7 +55,11 @@ async def run_load(
     progress: bool = True,
     description: str = "requests",
 ) -> RunResult:
-    """Send every session's turns; returns once all have finished (each success or a recorded error)."""
+    """Send every session's turns; returns once all have finished (each success or a recorded error).
+
+    Cancelled (Ctrl-C), it records the requests in flight as `cancelled`, closes the JSONL and raises
+    RunInterrupted with the partial run, so the caller can still summarise what finished.
+    """
     arrivals = arrival_times(shape, len(sessions))
     slots = asyncio.Semaphore(shape.max_concurrency) if shape.max_concurrency else None
     results: list[RequestResult] = []
@@ -55,24 +71,34 @@ async def run_load(
     start = time.perf_counter()
     counter = iter(range(total))
 
+    def record(result: RequestResult) -> None:
+        results.append(result)
+        if out:
+            out.write(json.dumps(result.to_json()) + "\n")
+            out.flush()
+        bar.update()
+
     async def one_session(number: int, session: Session) -> None:
         await asyncio.sleep(max(0.0, start + float(arrivals[number]) - time.perf_counter()))
         history: list[dict[str, Any]] = []
         for turn_number, turn in enumerate(session.turns):
             result = RequestResult(index=next(counter), session=number, turn=turn_number, start=0.0)
             async with slots or contextlib.nullcontext():
-                await send_request(client, target, turn, history, result, start)
-            results.append(result)
-            if out:
-                out.write(json.dumps(result.to_json()) + "\n")
-                out.flush()
-            bar.update()
+                try:
+                    await send_request(client, target, turn, history, result, start)
+                except asyncio.CancelledError:
+                    result.error, result.error_message = CANCELLED, "the run was interrupted"
+                    record(result)
+                    raise
+            record(result)
             if not result.ok:
                 break  # the session cannot go on without this turn's reply
             history = [*history, *turn.messages, {"role": "assistant", "content": result.output_text}]
 
     try:
         await asyncio.gather(*(one_session(i, s) for i, s in enumerate(sessions)))
+    except asyncio.CancelledError:
+        raise RunInterrupted(RunResult(results, time.perf_counter() - start, shape)) from None
     finally:
         bar.close()
         if out:

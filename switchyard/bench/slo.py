@@ -81,11 +81,12 @@ def request_meets(result: RequestResult, slo: Slo) -> bool:
 
 
 def run_values(results: list[RequestResult], slo: Slo) -> dict[str, float]:
-    """Each term's statistic over the run; a failed request counts as infinitely slow (itl: no samples)."""
+    """Each term's statistic over the run; a failed request counts as infinitely slow (for itl, as one gap);
+    nan for a term with no samples at all (every output a single chunk), which no limit is met by."""
     values = {}
     for term in slo.terms:
         if term.metric == "itl":
-            samples = [gap for r in results if r.ok for gap in r.itl]
+            samples = [gap for r in results for gap in (r.itl if r.ok else [_FAILED])]
         else:
             samples = [v for r in results if (v := _request_value(r, term)) is not None]
         value = statistic(samples, term.stat)

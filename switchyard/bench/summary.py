@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -60,13 +60,18 @@ class Summary:
     slo_met: bool | None = None
     goodput: float | None = None
     """Requests per second that individually met every SLO term."""
+    error_examples: dict[str, str] = field(default_factory=dict)
+    """The first message of each error type: a count alone does not say that the model name was wrong."""
 
     def to_json(self) -> dict[str, Any]:
-        """Plain JSON (no Infinity literal): an infinite rate or SLO value is written as the string "inf"."""
+        """Plain JSON (no Infinity or NaN literal): an infinite rate or SLO value is written as the string "inf",
+        an SLO value without samples as null."""
         return _finite(asdict(self))
 
 
 def _finite(value: Any) -> Any:
+    if isinstance(value, float) and math.isnan(value):
+        return None  # strict JSON has no NaN
     if isinstance(value, float) and math.isinf(value):
         return "inf" if value > 0 else "-inf"
     if isinstance(value, dict):
@@ -113,6 +118,9 @@ def summarize(
         e2e=Distribution.of([r.e2e for r in done if r.e2e is not None]),
         request_rate=request_rate,
         max_concurrency=max_concurrency,
+        error_examples={
+            kind: next(r.error_message or "" for r in results if r.error == kind) for kind in sorted(errors)
+        },
         **slo_fields,
     )
 
@@ -130,6 +138,7 @@ def format_summary(summary: Summary) -> str:
     ]
     if summary.errors:
         lines.append("errors: " + ", ".join(f"{kind} × {count}" for kind, count in summary.errors.items()))
+        lines += [f"  {kind}: {message}" for kind, message in summary.error_examples.items() if message]
     lines.append(f"{'ms':<6}{'mean':>10}{'median':>10}{'p90':>10}{'p99':>10}{'max':>10}")
     for name in ("ttft", "tpot", "itl", "e2e"):
         dist: Distribution | None = getattr(summary, name)
@@ -137,7 +146,10 @@ def format_summary(summary: Summary) -> str:
             cells = (dist.mean, dist.median, dist.p90, dist.p99, dist.max)
             lines.append(f"{name.upper():<6}" + "".join(f"{v * 1e3:>10.1f}" for v in cells))
     if summary.slo is not None:
-        values = ", ".join(f"{k} = {v * 1e3:.1f} ms" for k, v in (summary.slo_values or {}).items())
+        values = ", ".join(
+            f"{k} = {'no samples' if math.isnan(v) else f'{v * 1e3:.1f} ms'}"
+            for k, v in (summary.slo_values or {}).items()
+        )
         verdict = "MET" if summary.slo_met else "NOT MET"
         lines.append(f"SLO {summary.slo}: {verdict} ({values}); goodput {summary.goodput:.2f} req/s")
     return "\n".join(lines)

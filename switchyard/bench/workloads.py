@@ -184,14 +184,17 @@ def _jsonl(options: WorkloadOptions, count: int, rng: random.Random, text: Promp
     if options.dataset is None:
         raise WorkloadError("the 'jsonl' workload needs --dataset FILE")
     rows = _read_jsonl(options.dataset)
+    if options.api != "chat":
+        # Every row, not only the first `count`: the check before any traffic builds a single session.
+        for number, row in rows:
+            if "messages" in row:
+                raise WorkloadError(f"{options.dataset}:{number} has messages; use --api chat")
     sessions = []
     for i in range(count):
         number, row = rows[i % len(rows)]
         max_tokens = int(row.get("max_tokens", options.output_len))
         tools = tuple(row.get("tools") or ())
         if "messages" in row:
-            if options.api != "chat":
-                raise WorkloadError(f"{options.dataset}:{number} has messages; use --api chat")
             sessions.append(Session((Turn(max_tokens, messages=tuple(row["messages"]), tools=tools),)))
         else:
             prompt = str(row["prompt"])
@@ -215,10 +218,30 @@ def _read_jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
             raise WorkloadError(f"{path}:{number} is not JSON: {exc}") from None
         if not isinstance(row, dict) or not ("prompt" in row or "messages" in row):
             raise WorkloadError(f"{path}:{number} needs a 'prompt' or 'messages' field")
+        if problem := _row_problem(row):
+            raise WorkloadError(f"{path}:{number}: {problem}")
         rows.append((number, row))
     if not rows:
         raise WorkloadError(f"{path} holds no requests")
     return rows
+
+
+def _row_problem(row: dict[str, Any]) -> str | None:
+    """What is wrong with a dataset row's fields, so a bad file fails before any traffic, naming its line."""
+    if "prompt" in row and not isinstance(row["prompt"], str):
+        return "'prompt' must be a string"
+    messages = row.get("messages")
+    if "messages" in row and (
+        not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages)
+    ):
+        return "'messages' must be a non-empty list of message objects"
+    max_tokens = row.get("max_tokens")
+    if "max_tokens" in row and (type(max_tokens) is not int or max_tokens < 1):
+        return f"'max_tokens' must be a positive integer, got {max_tokens!r}"
+    tools = row.get("tools")
+    if tools is not None and (not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools)):
+        return "'tools' must be a list of tool objects"
+    return None
 
 
 TOOLS: tuple[dict[str, Any], ...] = (

@@ -37,6 +37,9 @@ class ParamCounts:
     """0 when the LM head is tied to the embedding."""
     linear: int
     """Projection weights of the decoder layers (q, k, v, o, gate, up, down)."""
+    kv_linear: int
+    """The k and v projections within `linear`: with fewer KV heads than tensor-parallel ranks they are
+    replicated, not split, so they count per device apart from the rest."""
     other: int
     """Biases and norms, kept in the model dtype."""
 
@@ -58,6 +61,7 @@ def count_parameters(config: ModelArchConfig) -> ParamCounts:
         embedding=embedding,
         lm_head=0 if config.tie_word_embeddings else embedding,
         linear=config.num_hidden_layers * per_layer_linear,
+        kv_linear=config.num_hidden_layers * 2 * hidden * kv,
         other=config.num_hidden_layers * per_layer_other + hidden,  # + the final norm
     )
 
@@ -109,7 +113,8 @@ class CapacityPlan:
     kv_bytes_per_token_per_device: int
     kv_heads_per_device: int
     usable_bytes: int
-    """memory × utilization."""
+    """memory × utilization on a GPU (weights included); on a CPU (memory − weights) × utilization, the
+    engine's budget there being a fraction of the RAM available once the weights are loaded."""
     activation_bytes: int
     kv_budget_bytes: int
     num_blocks: int
@@ -166,34 +171,67 @@ def resolve_dtype(name: str, config: ModelArchConfig) -> str:
     return name
 
 
-def weights_bytes(params: ParamCounts, dtype: torch.dtype, quantization: str, tensor_parallel: int) -> int:
+def check_tensor_parallel(config: ModelArchConfig, tensor_parallel: int) -> None:
+    """Raise ValueError unless the heads split across `tensor_parallel` ranks as vLLM splits them: attention
+    heads evenly, KV heads evenly or (fewer KV heads than ranks) each replicated on tp / kv_heads ranks."""
+    heads, kv_heads = config.num_attention_heads, config.num_key_value_heads
+    if heads % tensor_parallel:
+        raise ValueError(
+            f"tensor parallel size {tensor_parallel} does not divide the {heads} attention heads"
+        )
+    if kv_heads >= tensor_parallel and kv_heads % tensor_parallel:
+        raise ValueError(f"tensor parallel size {tensor_parallel} does not divide the {kv_heads} KV heads")
+    if kv_heads < tensor_parallel and tensor_parallel % kv_heads:
+        raise ValueError(
+            f"tensor parallel size {tensor_parallel} is not a multiple of the {kv_heads} KV heads, "
+            "so they cannot be replicated evenly across the ranks"
+        )
+
+
+def kv_head_replicas(config: ModelArchConfig, tensor_parallel: int) -> int:
+    """Ranks holding a copy of each KV head: tp / kv_heads when there are fewer KV heads than ranks, else 1."""
+    return max(1, tensor_parallel // config.num_key_value_heads)
+
+
+def weights_bytes(
+    params: ParamCounts, dtype: torch.dtype, quantization: str, tensor_parallel: int, kv_replicas: int = 1
+) -> int:
     """Bytes of weights one device holds: projections and the (vocab-parallel) embedding and LM head split
-    across tensor-parallel ranks, norms replicated."""
+    across tensor-parallel ranks, the k/v projections of a replicated KV head copied `kv_replicas` times,
+    norms replicated."""
     element = torch.empty((), dtype=dtype).element_size()
-    linear_bytes = params.linear * QUANTIZED_WEIGHT_BYTES.get(quantization, element)
+    linear = params.linear + (kv_replicas - 1) * params.kv_linear
+    linear_bytes = linear * QUANTIZED_WEIGHT_BYTES.get(quantization, element)
     sharded = linear_bytes + (params.embedding + params.lm_head) * element
     return math.ceil(sharded / tensor_parallel) + params.other * element
 
 
 def make_plan(inputs: PlanInputs) -> CapacityPlan:
+    """The plan for `inputs`; raises ValueError when the model cannot be split across the ranks."""
     config, tp = inputs.config, inputs.tensor_parallel
+    check_tensor_parallel(config, tp)
     dtype_name = resolve_dtype(inputs.dtype, config)
     kv_dtype_name = dtype_name if inputs.kv_dtype == "auto" else inputs.kv_dtype
     dtype = DTYPES[dtype_name]
     kv_dtype = resolve_kv_cache_dtype(inputs.kv_dtype, dtype)  # the engine's `--kv-cache-dtype` names
     max_model_len = inputs.max_model_len or config.max_position_embeddings
     params = count_parameters(config)
-    weights = weights_bytes(params, dtype, inputs.quantization, tp)
-    # Fewer KV heads than ranks: each rank keeps a replica of one head, as vLLM does.
+    # Fewer KV heads than ranks: each rank keeps a replica of one head (and its projections), as vLLM does.
+    weights = weights_bytes(params, dtype, inputs.quantization, tp, kv_head_replicas(config, tp))
     kv_heads = max(1, config.num_key_value_heads // tp)
     per_token = kv_bytes_per_token(dataclasses.replace(config, num_key_value_heads=kv_heads), kv_dtype)
     draft_weights = draft_per_token = 0
     if inputs.draft_config is not None:
         draft_weights = weights_bytes(count_parameters(inputs.draft_config), dtype, "none", 1)
         draft_per_token = kv_bytes_per_token(inputs.draft_config, kv_dtype)
-    usable = int(inputs.device.memory_bytes * inputs.memory_utilization)
     activation = analytic_activation_bytes(config, inputs.max_num_batched_tokens, dtype)
-    kv_budget = usable - weights - draft_weights - activation
+    if inputs.device.is_cpu:
+        # As the engine does on a CPU: the fraction applies to the RAM still available once weights are loaded.
+        usable = int((inputs.device.memory_bytes - weights - draft_weights) * inputs.memory_utilization)
+        kv_budget = usable - activation
+    else:
+        usable = int(inputs.device.memory_bytes * inputs.memory_utilization)
+        kv_budget = usable - weights - draft_weights - activation
     num_blocks = max(kv_budget, 0) // ((per_token + draft_per_token) * inputs.block_size)
     blocks_of = lambda length: math.ceil(length / inputs.block_size)  # noqa: E731
     concurrency = {length: num_blocks // blocks_of(length) for length in (*inputs.seq_lens, max_model_len)}

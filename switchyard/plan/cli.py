@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,6 +34,17 @@ def _fail(text: str) -> int:
     raise argparse.ArgumentTypeError(f"expected one positive integer, got {text!r}")
 
 
+def _bandwidth(text: str) -> float:
+    """GB/s: a positive, finite number (zero or less would give no bound, or a negative one)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a bandwidth in GB/s, got {text!r}") from None
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"bandwidth must be a positive number of GB/s, got {text!r}")
+    return value
+
+
 def _fraction(text: str) -> float:
     try:
         value = float(text)
@@ -60,7 +72,10 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"a preset ({', '.join(DEVICE_PRESETS)}), cpu:RAM (e.g. cpu:24g) or a memory size (e.g. 40GiB)",
     )
     parser.add_argument(
-        "--bandwidth", type=float, default=None, help="memory read bandwidth in GB/s (overrides the preset's)"
+        "--bandwidth",
+        type=_bandwidth,
+        default=None,
+        help="memory read bandwidth in GB/s (overrides the preset's)",
     )
     parser.add_argument("--dtype", default="auto", choices=("auto", "float32", "bfloat16", "float16"))
     parser.add_argument(
@@ -108,23 +123,57 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_SIZE_FIELDS = (
+    "vocab_size",
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "max_position_embeddings",
+)
+
+
 def load_config(model: str):  # type: ignore[no-untyped-def]
-    """A named shape, a folder with config.json, a config.json file, or a bundled model name."""
+    """A named shape, a folder with config.json, a config.json file, or a bundled model name.
+
+    Raises ValueError (or the loader's SwitchyardError) for a file that is not a config object or a shape with
+    a size that is not positive, which would otherwise plan nonsense.
+    """
     from switchyard.models.config import ModelArchConfig
 
     if model.lower() in NAMED_SHAPES:
         return ModelArchConfig.from_dict(NAMED_SHAPES[model.lower()], model)
     path = Path(model).expanduser()
-    if path.is_file():
-        raw = json.loads(path.read_text())
-        return ModelArchConfig.from_dict(raw, str(path))
-    from switchyard.bundled import resolve_model
+    if not path.is_file():
+        from switchyard.bundled import resolve_model
 
-    return ModelArchConfig.from_folder(resolve_model(model))
+        path = Path(resolve_model(model)) / "config.json"
+        if not path.is_file():
+            raise ValueError(f"no config.json in {path.parent}")
+    raw = json.loads(path.read_text())
+    if not isinstance(raw, dict):
+        raise ValueError(f"{path} holds a JSON {type(raw).__name__}, not a config object")
+    config = ModelArchConfig.from_dict(raw, str(path))
+    bad = [name for name in _SIZE_FIELDS if getattr(config, name) <= 0]
+    if bad:
+        raise ValueError(f"{path}: {', '.join(bad)} must be positive")
+    return config
 
 
 def _gib(num: float) -> str:
     return f"{num / GiB:,.2f} GiB"
+
+
+def _usable(plan) -> str:  # type: ignore[no-untyped-def]
+    """How the usable memory was worked out: on a CPU the fraction applies to the RAM the weights leave."""
+    inputs = plan.inputs
+    memory, fraction = _gib(inputs.device.memory_bytes), f"{inputs.memory_utilization:g}"
+    if inputs.device.is_cpu:
+        weights = _gib(plan.weights_bytes_per_device + plan.draft_weights_bytes)
+        return f"({memory} - {weights} weights) x {fraction} = {_gib(plan.usable_bytes)}"
+    return f"{memory} x {fraction} = {_gib(plan.usable_bytes)}"
 
 
 def render(plan) -> str:  # type: ignore[no-untyped-def]
@@ -134,8 +183,7 @@ def render(plan) -> str:  # type: ignore[no-untyped-def]
         f"model {inputs.model_name} ({inputs.config.architecture}), {params.total / 1e9:.3f}B parameters "
         f"({params.total:,}): embedding {params.embedding:,}, LM head {params.lm_head:,}"
         f"{' (tied)' if not params.lm_head else ''}, projections {params.linear:,}, norms/biases {params.other:,}",
-        f"device {inputs.device.name}: {_gib(inputs.device.memory_bytes)} x {inputs.memory_utilization:g} = "
-        f"{_gib(plan.usable_bytes)} usable; dtype {plan.dtype}, KV dtype {plan.kv_dtype}, "
+        f"device {inputs.device.name}: {_usable(plan)} usable; dtype {plan.dtype}, KV dtype {plan.kv_dtype}, "
         f"quantization {inputs.quantization}, tensor parallel {inputs.tensor_parallel}",
         "",
         f"{'weights per device':<34}{_gib(plan.weights_bytes_per_device):>16}",
@@ -223,7 +271,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         context_len=args.context_len,
         draft_config=draft_config,
     )
-    plan = make_plan(inputs)
+    try:
+        plan = make_plan(inputs)
+    except ValueError as exc:
+        parser.error(str(exc))
     print(json.dumps(plan.to_dict(), indent=2) if args.json else render(plan))
     return 0
 

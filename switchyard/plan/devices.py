@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -52,11 +53,15 @@ def parse_size(text: str) -> int:
 
 def parse_device(text: str, bandwidth_gbps: float | None = None) -> DeviceSpec:
     """A preset name, `cpu:RAM` (e.g. cpu:24g) or a bare memory size; `bandwidth_gbps` overrides the preset's."""
+    if bandwidth_gbps is not None and not 0 < bandwidth_gbps < math.inf:
+        raise ValueError(f"bandwidth must be a positive number of GB/s, got {bandwidth_gbps}")
     bandwidth = bandwidth_gbps * 1e9 if bandwidth_gbps is not None else None
     key = text.strip().lower()
     if key in DEVICE_PRESETS:
         preset = DEVICE_PRESETS[key]
-        return DeviceSpec(preset.name, preset.memory_bytes, bandwidth or preset.bandwidth_bytes_per_s)
+        if bandwidth is None:
+            return preset
+        return DeviceSpec(preset.name, preset.memory_bytes, bandwidth)
     if key.startswith("cpu:"):
         return DeviceSpec(key, parse_size(key[4:]), bandwidth, is_cpu=True)
     if _SIZE.match(key):

@@ -5,16 +5,19 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+from collections.abc import AsyncIterator
 from pathlib import Path
 
+import httpx
 import numpy as np
 import pytest
 
 from switchyard.bench.client import RequestResult, Target, _output_piece, request_body
 from switchyard.bench.load import LoadShape, arrival_times
+from switchyard.bench.runner import RunInterrupted, run_load
 from switchyard.bench.search import Probe, find_max_rate
 from switchyard.bench.slo import parse_slo, request_meets, run_meets, run_values
-from switchyard.bench.summary import summarize
+from switchyard.bench.summary import format_summary, summarize
 from switchyard.bench.workloads import TOOLS, WorkloadError, WorkloadOptions, build_sessions
 
 
@@ -202,3 +205,101 @@ def test_output_pieces() -> None:
     assert _output_piece({"delta": {"content": "a"}}) == "a"
     assert _output_piece({"delta": {"tool_calls": [{"index": 0, "function": {"name": "f"}}]}}) == "f"
     assert _output_piece({"delta": {"reasoning_content": "hmm"}}) == "hmm"
+
+
+def test_a_failed_request_counts_against_an_itl_slo() -> None:
+    """A failed request is infinitely slow for every term, itl included: half the requests failing cannot
+    meet `itl_p99`, however fast the others streamed."""
+    ok = recorded_run()[:4]
+    failed = [
+        RequestResult(index=9 + i, session=9 + i, turn=0, start=0.0, error="http_500") for i in range(4)
+    ]
+    slo = parse_slo("itl_p99=1s")
+    assert run_meets(ok, slo)
+    assert math.isinf(run_values([*ok, *failed], slo)["itl_p99"])
+    assert not run_meets([*ok, *failed], slo)
+
+
+def test_an_slo_term_without_samples_stays_strict_json() -> None:
+    """Single-token outputs have no inter-token gaps: the itl value is unknown, written as null, not NaN."""
+    single = [
+        RequestResult(index=i, session=i, turn=0, start=0.0, ttft=0.1, e2e=0.1, output_tokens=1)
+        for i in range(3)
+    ]
+    summary = summarize(single, 1.0, request_rate=3.0, slo=parse_slo("itl_p99=50ms"))
+    strict = json.loads(json.dumps(summary.to_json()), parse_constant=lambda name: pytest.fail(name))
+    assert strict["slo_values"] == {"itl_p99": None} and strict["slo_met"] is False
+    assert "itl_p99 = no samples" in format_summary(summary)
+
+
+def test_the_summary_says_what_each_error_was() -> None:
+    results = [*recorded_run(), RequestResult(index=5, session=5, turn=0, start=0.0, error="http_429")]
+    summary = summarize(results, 2.0, request_rate=2.5)
+    assert summary.error_examples == {"http_429": "full"}  # the first message of each type
+    assert "  http_429: full" in format_summary(summary).splitlines()
+
+
+def test_jsonl_rows_are_checked_before_any_traffic(tmp_path: Path) -> None:
+    """The CLI validates a workload by building one session: every row must be checked then, not when the
+    run reaches it, and a malformed field must name its line."""
+    dataset = tmp_path / "rows.jsonl"
+    dataset.write_text('{"prompt": "a"}\n{"prompt": "b"}\n{"messages": [{"role": "user", "content": "c"}]}\n')
+    with pytest.raises(WorkloadError, match=":3 has messages"):
+        build_sessions(WorkloadOptions("jsonl", dataset=dataset), 1)
+    for row, message in [
+        ('{"prompt": "a", "max_tokens": "abc"}', ":1: 'max_tokens' must be a positive integer"),
+        ('{"prompt": "a", "max_tokens": 0}', ":1: 'max_tokens' must be a positive integer"),
+        ('{"messages": "oops"}', ":1: 'messages' must be a non-empty list"),
+        ('{"prompt": ["a"]}', ":1: 'prompt' must be a string"),
+        ('{"prompt": "a", "tools": "get_weather"}', ":1: 'tools' must be a list"),
+    ]:
+        dataset.write_text(row + "\n")
+        with pytest.raises(WorkloadError, match=message):
+            build_sessions(WorkloadOptions("jsonl", api="chat", dataset=dataset), 1)
+
+
+def test_an_interrupted_run_keeps_what_it_recorded(tmp_path: Path) -> None:
+    """Ctrl-C cancels the run: the finished requests and those in flight (as `cancelled`, with what had
+    streamed in) are in the JSONL and in the RunInterrupted the caller summarises."""
+    jsonl = tmp_path / "requests.jsonl"
+
+    async def scenario() -> RunInterrupted:
+        served = 0
+        hanging = 0
+
+        async def handler(request: httpx.Request) -> httpx.Response:
+            nonlocal served
+            served += 1
+            finishes = served <= 2
+
+            async def stream() -> AsyncIterator[bytes]:
+                nonlocal hanging
+                yield b'data: {"choices": [{"text": "a"}]}\n\n'
+                if not finishes:
+                    hanging += 1
+                    await asyncio.Event().wait()  # until the run is cancelled
+                yield b"data: [DONE]\n\n"
+
+            return httpx.Response(200, content=stream())
+
+        sessions = build_sessions(WorkloadOptions(input_len=2, output_len=2), 5)
+        async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
+            run = asyncio.create_task(
+                run_load(
+                    client, Target("http://x/v1", "m"), sessions, LoadShape(), jsonl=jsonl, progress=False
+                )
+            )
+            for _ in range(10_000):  # until two requests finished and three hang mid-stream
+                if hanging == 3 and jsonl.is_file() and len(jsonl.read_text().splitlines()) == 2:
+                    break
+                await asyncio.sleep(0.001)
+            run.cancel()
+            with pytest.raises(RunInterrupted) as info:
+                await run
+        return info.value
+
+    stop = asyncio.run(scenario())
+    assert sorted(r.error or "ok" for r in stop.run.results) == ["cancelled"] * 3 + ["ok"] * 2
+    assert all(r.ttft is not None for r in stop.run.results)  # the first chunk of each had arrived
+    rows = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    assert sorted(r["error"] or "ok" for r in rows) == ["cancelled"] * 3 + ["ok"] * 2
