@@ -29,6 +29,7 @@ from switchyard.engine.engine import EngineStats, LLMEngine
 from switchyard.engine.sampling_params import SamplingParams
 from switchyard.engine.sequence import FinishReason, RequestOutput, now
 from switchyard.engine.structured import StructuredOutputsParams
+from switchyard.engine.text_worker import TextWorker
 from switchyard.errors import CapacityError, InvalidRequestError, SwitchyardError
 from switchyard.models.tokenizer import GenerationDefaults
 
@@ -241,6 +242,8 @@ class AsyncLLMEngine:
         self.max_consecutive_failures = max_consecutive_failures
         """Steps that may fail in a row before the engine is declared dead (health turns 503)."""
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="switchyard-engine")
+        self.text = TextWorker(engine.tokenizer)
+        """Chat templates and tokenization, off the engine thread so a huge prompt never stalls a step."""
         self._streams: dict[str, RequestStream] = {}
         self._listeners: list[StepListener] = []
         self._drain = DrainRate(drain_window)
@@ -310,6 +313,7 @@ class AsyncLLMEngine:
         self._fail_all(EngineDeadError("the engine is shutting down"))
         with contextlib.suppress(RuntimeError):  # the executor is already shut down
             await self.run_in_engine_thread(self._abort_all_on_thread)
+        self.text.shutdown()
         self._executor.shutdown(wait=False)
 
     async def run_in_engine_thread(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:

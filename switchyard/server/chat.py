@@ -21,7 +21,6 @@ from fastapi.responses import Response
 from switchyard.engine.async_engine import RequestStream, RequestTimeoutError
 from switchyard.engine.sequence import CompletionOutput, RequestOutput, TokenLogprob
 from switchyard.errors import InvalidRequestError
-from switchyard.models.tokenizer import render_chat
 from switchyard.server.protocol import (
     MIN_LOGPROB,
     ChatChoice,
@@ -79,8 +78,9 @@ async def create_chat_completion(
         await engine.compile_grammar(constraint)  # 400 for a bad schema, before anything is queued
         params.structured_outputs = constraint
     messages = [m.for_template() for m in body.messages]
-    # On the engine thread: the tokenizer is the engine's, and this keeps the event loop free.
-    prompt = await engine.run_in_engine_thread(render_chat, engine.tokenizer, messages, tools=body.tools)
+    # On the text thread: a long conversation takes seconds to tokenize, which must stall neither the event
+    # loop nor the engine's steps.
+    prompt = await engine.text.render_chat(messages, tools=body.tools)
     request_id = new_id("chatcmpl")
     stream = await state.admit(
         request_id, prompt, params, priority=body.priority, tenant=tenant_of(http_request, body.user)

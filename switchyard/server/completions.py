@@ -53,10 +53,12 @@ async def create_completion(
     streams: list[RequestStream] = []
     try:
         for index, prompt in enumerate(body.prompt):
+            # Text is tokenized on the text thread, so a huge prompt never stalls the engine's steps.
+            token_ids = await state.engine.text.encode(prompt) if isinstance(prompt, str) else prompt
             streams.append(
                 await state.admit(
                     f"{request_id}-{index}",
-                    prompt,
+                    token_ids,
                     params,
                     priority=body.priority,
                     tenant=tenant_of(http_request, body.user),
@@ -88,7 +90,7 @@ async def create_completion(
 
 
 async def _prompt_texts(state: ServerState, prompts: list[str | list[int]]) -> list[str]:
-    """Each prompt as text, for echo: a string as given, token ids decoded (on the engine thread)."""
+    """Each prompt as text, for echo: a string as given, token ids decoded (on the text thread)."""
     engine = state.engine
     texts = []
     for prompt in prompts:
@@ -97,7 +99,7 @@ async def _prompt_texts(state: ServerState, prompts: list[str | list[int]]) -> l
         elif engine.tokenizer is None:
             raise InvalidRequestError("echo of token-id prompts needs the model's tokenizer", param="echo")
         else:
-            texts.append(await engine.run_in_engine_thread(engine.tokenizer.decode, prompt))
+            texts.append(await engine.text.decode(prompt))
     return texts
 
 

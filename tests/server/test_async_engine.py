@@ -100,6 +100,31 @@ def test_cancelled_consumer_frees_blocks_before_the_next_step(llm_engine: LLMEng
     run(llm_engine, body)
 
 
+def test_the_engine_steps_while_a_prompt_is_being_tokenized(llm_engine: LLMEngine) -> None:
+    # A huge prompt takes seconds to tokenize; that must happen beside the engine's steps, not in their way.
+    async def body(engine: AsyncLLMEngine) -> None:
+        release = threading.Event()
+        tokenizer = engine.text._tokenizer
+        real_encode = tokenizer.encode
+
+        def held_encode(*args: Any, **kwargs: Any) -> Any:
+            release.wait(timeout=60)
+            return real_encode(*args, **kwargs)
+
+        tokenizer.encode = held_encode
+        try:
+            tokenizing = asyncio.create_task(engine.text.encode("hello there"))
+            outputs = [o async for o in engine.generate("a", [5, 6, 7, 8], SHORT)]
+            assert outputs[-1].finished and not tokenizing.done()  # generated while the encode still waits
+            release.set()
+            assert await tokenizing == list(llm_engine.tokenize("hello there"))
+        finally:
+            release.set()
+            tokenizer.encode = real_encode
+
+    run(llm_engine, body)
+
+
 def test_invalid_request_fails_at_admission(llm_engine: LLMEngine) -> None:
     async def body(engine: AsyncLLMEngine) -> None:
         with pytest.raises(InvalidRequestError) as info:

@@ -1,0 +1,55 @@
+"""Chat-template rendering and tokenization for the server, on a thread of their own.
+
+Tokenizing a long prompt takes seconds (about 14 s for 8 MB of text), and a request that big is only refused
+once its tokens are counted. Done on the engine thread, that time would stall every running request's next
+step. This worker keeps a private copy of the tokenizer (fast tokenizers are not safe to share across threads)
+and runs on one thread of its own, where `tokenizers` releases the GIL while it encodes, so the engine keeps
+stepping while a big prompt is tokenized.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from switchyard.errors import InvalidRequestError
+from switchyard.models.tokenizer import render_chat
+
+T = TypeVar("T")
+
+
+class TextWorker:
+    """Renders, encodes and decodes with a private tokenizer copy on a single worker thread."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self._tokenizer = copy.deepcopy(tokenizer) if tokenizer is not None else None
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="switchyard-text")
+
+    async def render_chat(
+        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None
+    ) -> list[int]:
+        """The conversation's prompt token ids, rendered with the model's chat template."""
+        return await self._run(render_chat, self._require(), messages, tools=tools)
+
+    async def encode(self, text: str) -> list[int]:
+        """Token ids of a text prompt, special tokens added as the engine adds them."""
+        tokenizer = self._require()
+        return await self._run(lambda: list(tokenizer.encode(text, add_special_tokens=True)))
+
+    async def decode(self, token_ids: Sequence[int]) -> str:
+        return await self._run(self._require().decode, list(token_ids))
+
+    def shutdown(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def _require(self) -> Any:
+        if self._tokenizer is None:
+            raise InvalidRequestError("this model has no tokenizer: pass prompt token ids", param="prompt")
+        return self._tokenizer
+
+    async def _run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        return await asyncio.wrap_future(self._executor.submit(functools.partial(fn, *args, **kwargs)))
