@@ -65,6 +65,8 @@ class ModelArchConfig:
     @classmethod
     def from_dict(cls, raw: dict[str, Any], source: str | None = None) -> ModelArchConfig:
         """Validate a config dict; unsupported features raise UnsupportedModelError naming the field."""
+        if not isinstance(raw, dict):
+            raise ModelLoadError(f"config holds a JSON {type(raw).__name__}, not an object", source)
         archs = raw.get("architectures") or []
         architecture = next((a for a in archs if a in SUPPORTED_ARCHITECTURES), None)
         if architecture is None:
@@ -111,6 +113,12 @@ class ModelArchConfig:
             raise ModelLoadError(f"config is missing required field {exc.args[0]!r}", source) from None
         except (TypeError, ValueError) as exc:
             raise ModelLoadError(f"config has a malformed field: {exc}", source) from None
+        sizes = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
+        for name in (*sizes, "num_key_value_heads", "head_dim", "max_position_embeddings"):
+            if getattr(config, name) < 1:
+                raise ModelLoadError(
+                    f"config field {name!r} must be positive, not {getattr(config, name)}", source
+                )
         if config.num_attention_heads % config.num_key_value_heads:
             raise ModelLoadError(
                 f"num_attention_heads ({num_heads}) is not a multiple of num_key_value_heads "

@@ -122,6 +122,19 @@ def test_config_missing_required_field(folder: Path) -> None:
     assert "config.json" in message and "hidden_size" in message
 
 
+def test_config_that_is_not_an_object(folder: Path) -> None:
+    (folder / "config.json").write_text("[1, 2]")
+    message = broken_load(folder)
+    assert "config.json" in message and "not an object" in message
+
+
+@pytest.mark.parametrize("field", ["hidden_size", "num_hidden_layers", "num_key_value_heads", "head_dim"])
+def test_config_with_a_size_below_one(folder: Path, field: str) -> None:
+    edit_config(folder, **{field: -64 if field != "num_hidden_layers" else 0})
+    message = broken_load(folder)
+    assert field in message and "positive" in message
+
+
 def test_only_pytorch_model_bin(folder: Path) -> None:
     """Pickled checkpoints are refused (loading them runs arbitrary code); the message says to convert."""
     state = load_file(folder / "model.safetensors")
