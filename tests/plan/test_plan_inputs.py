@@ -108,10 +108,10 @@ def test_bad_inputs_exit_2_with_one_clear_line(tmp_path: Path, capsys: pytest.Ca
         (["llama-3-8b", "--device", "h100-80g", "--bandwidth", "0"], "bandwidth must be a positive"),
         (["llama-3-8b", "--device", "h100-80g", "--bandwidth", "-3"], "bandwidth must be a positive"),
         (["llama-3-8b", "--device", "40GiB", "--bandwidth", "inf"], "bandwidth must be a positive"),
-        ([str(as_list), "--device", "h100-80g"], "not a config object"),
-        ([str(folder), "--device", "h100-80g"], "not a config object"),
-        ([str(negative), "--device", "h100-80g"], "hidden_size, head_dim must be positive"),
-        ([str(no_layers), "--device", "h100-80g"], "num_hidden_layers must be positive"),
+        ([str(as_list), "--device", "h100-80g"], "config holds a JSON list, not an object"),
+        ([str(folder), "--device", "h100-80g"], "config holds a JSON str, not an object"),
+        ([str(negative), "--device", "h100-80g"], "'hidden_size' must be positive"),
+        ([str(no_layers), "--device", "h100-80g"], "'num_hidden_layers' must be positive"),
         (["llama-3-8b", "--device", "h100-80g", "-tp", "3"], "does not divide the 32 attention heads"),
     ]:
         with pytest.raises(SystemExit) as exit_info:
