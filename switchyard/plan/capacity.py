@@ -84,6 +84,8 @@ class PlanInputs:
     memory_utilization: float = 0.9
     max_num_batched_tokens: int = 4096
     """Token budget per step; sizes the activation reserve."""
+    max_num_seqs: int = 256
+    """The engine's cap on sequences running at once (`--max-num-seqs`), whatever the KV cache would hold."""
     seq_lens: tuple[int, ...] = (1024, 4096)
     batch_sizes: tuple[int, ...] = (1, 8, 32, 128)
     context_len: int | None = None
@@ -126,8 +128,13 @@ class CapacityPlan:
     draft_kv_bytes_per_token: int
     """Both 0 without a draft model."""
     concurrency: dict[int, int]
-    """Sequence length → sequences whose KV fits at once (whole blocks each)."""
+    """Sequence length → sequences whose KV fits at once (whole blocks each); the engine runs at most
+    `inputs.max_num_seqs` of them (`running`)."""
     decode: list[DecodeBound] = field(default_factory=list)
+
+    def running(self, length: int) -> int:
+        """Sequences of `length` the engine runs at once: what the KV cache holds, capped by max_num_seqs."""
+        return min(self.concurrency[length], self.inputs.max_num_seqs)
 
     @property
     def fits(self) -> bool:
@@ -160,6 +167,8 @@ class CapacityPlan:
             "draft_kv_bytes_per_token": self.draft_kv_bytes_per_token,
             "fits": self.fits,
             "max_concurrent_seqs": {str(k): v for k, v in self.concurrency.items()},
+            "max_num_seqs": self.inputs.max_num_seqs,
+            "max_running_seqs": {str(k): self.running(k) for k in self.concurrency},
             "decode_bounds": [dataclasses.asdict(d) for d in self.decode],
         }
 

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from switchyard.cli import KV_CACHE_DTYPE_NAMES
+from switchyard.config import EngineConfig
 from switchyard.plan.devices import DEVICE_PRESETS, parse_device
 from switchyard.plan.shapes import NAMED_SHAPES
 
@@ -108,6 +109,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="token budget per step, which sizes the activation reserve (4096 GPU, 512 CPU)",
     )
     parser.add_argument(
+        "--max-num-seqs",
+        type=_positive_int,
+        default=EngineConfig.max_num_seqs,
+        help="the engine's cap on sequences running at once, as in serve (default %(default)s)",
+    )
+    parser.add_argument(
         "--seq-lens", type=_positive_ints, default=(1024, 4096), help="lengths for the concurrency table"
     )
     parser.add_argument("--batch-sizes", type=_positive_ints, default=(1, 8, 32, 128))
@@ -189,7 +196,10 @@ def render(plan) -> str:  # type: ignore[no-untyped-def]
         "max concurrent sequences:",
     ]
     for length, count in plan.concurrency.items():
-        note = "  (max_model_len)" if length == plan.max_model_len else ""
+        notes = ["max_model_len"] if length == plan.max_model_len else []
+        if plan.running(length) < count:
+            notes.append(f"the engine runs {plan.running(length):,} at once: --max-num-seqs")
+        note = f"  ({'; '.join(notes)})" if notes else ""
         lines.append(f"  {length:>8,} tokens  {count:>10,}{note}")
     if not plan.fits:
         lines.append(
@@ -247,6 +257,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         block_size=args.block_size,
         memory_utilization=args.memory_utilization or (0.5 if cpu else 0.9),
         max_num_batched_tokens=args.max_num_batched_tokens or (512 if cpu else 4096),
+        max_num_seqs=args.max_num_seqs,
         seq_lens=args.seq_lens,
         batch_sizes=args.batch_sizes,
         context_len=args.context_len,

@@ -126,3 +126,15 @@ def test_bandwidth_zero_is_refused_not_replaced_by_the_presets() -> None:
     with pytest.raises(ValueError, match="bandwidth"):
         parse_device("h100-80g", bandwidth_gbps=0)
     assert parse_device("h100-80g", bandwidth_gbps=1000).bandwidth_bytes_per_s == 1e12
+
+
+def test_running_sequences_are_capped_by_max_num_seqs(capsys: pytest.CaptureFixture[str]) -> None:
+    # Qwen2.5-0.5B on a 24 GiB CPU: the KV cache holds 957 sequences of 1,024 tokens, 239 of 4,096.
+    main(["plan", "qwen2.5-0.5b", "--device", "cpu:24g", "--max-num-seqs", "300", "--json"])
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["max_num_seqs"] == 300
+    assert plan["max_concurrent_seqs"]["1024"] == 957 and plan["max_running_seqs"]["1024"] == 300
+    assert plan["max_concurrent_seqs"]["4096"] == plan["max_running_seqs"]["4096"] == 239
+    main(["plan", "qwen2.5-0.5b", "--device", "cpu:24g"])
+    table = capsys.readouterr().out
+    assert "the engine runs 256 at once: --max-num-seqs" in table
