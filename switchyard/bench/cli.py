@@ -261,6 +261,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return INTERRUPTED
 
 
+def _token_counter(path: Path) -> Any:
+    from switchyard.bench.workloads import load_tokenizer
+
+    tokenizer = load_tokenizer(path)
+    return lambda text: len(tokenizer.encode(text, add_special_tokens=False).ids)
+
+
 INTERRUPTED = 130
 """Exit status after Ctrl-C, as a shell reports a SIGINT'd command."""
 
@@ -276,6 +283,8 @@ class _Session:
     shape: Any
     output_dir: Path
     context: list[str]
+    count_tokens: Any = None
+    """Tokens in an output text (from --tokenizer), for servers that send no usage."""
 
     def count_at(self, rate: float) -> int:
         """Sessions in one run: rate × --duration, or --num-prompts."""
@@ -306,7 +315,8 @@ async def _serve(args: argparse.Namespace, api: str, options: Any, output_dir: P
         if args.warmup:
             warm = build_sessions(replace(options, seed=options.seed + 1), args.warmup)
             await run_load(client, target, warm, LoadShape(max_concurrency=1), progress=False)
-        session = _Session(args, client, target, options, shape, output_dir, context)
+        count_tokens = _token_counter(args.tokenizer) if args.tokenizer else None
+        session = _Session(args, client, target, options, shape, output_dir, context, count_tokens)
         return await (_search(session) if args.find_max_rate else _run_once(session))
 
 
@@ -329,6 +339,7 @@ async def _run_once(session: _Session) -> int:
             shape,
             jsonl=out / "requests.jsonl",
             progress=not args.quiet,
+            count_tokens=session.count_tokens,
         )
     except RunInterrupted as stop:
         run, interrupted = stop.run, True
@@ -386,6 +397,7 @@ async def _search(session: _Session) -> int:
             jsonl=out / f"probe-{number:02d}-rate-{rate:.4g}.jsonl",
             progress=not args.quiet,
             description=f"probe {number} @ {rate:.3g} req/s",
+            count_tokens=session.count_tokens,
         )
         summary = summarize(
             run.results, run.duration, request_rate=rate, max_concurrency=shape.max_concurrency, slo=args.slo

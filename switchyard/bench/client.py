@@ -2,13 +2,15 @@
 
 TTFT is taken at the first chunk that carries output (text, reasoning or a tool-call delta), not at the chat
 API's opening role chunk; ITLs are the gaps between output chunks. Output tokens come from the final `usage`
-(`stream_options.include_usage`) when the server sends it, else one per output chunk.
+(`stream_options.include_usage`) when the server sends it, else from the output text with `--tokenizer`, else
+one per output chunk (an undercount for servers that send several tokens a chunk; the summary says so).
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -60,6 +62,10 @@ class RequestResult:
     e2e: float | None = None
     prompt_tokens: int | None = None
     output_tokens: int = 0
+    output_token_source: str = "usage"
+    """How output_tokens was counted: "usage" (the server's), "tokenizer" (the output text, `--tokenizer`) or
+    "chunks" (one per output chunk: the server sent no usage and no tokenizer was given)."""
+    output_chunks: int = 0
     cached_tokens: int | None = None
     error: str | None = None
     """None on success, else its type: http_<status>, timeout, connection, stream_error, bad_response, or
@@ -124,6 +130,22 @@ def _output_piece(choice: dict[str, Any]) -> str | None:
     return "".join(parts) or None
 
 
+TokenCounter = Callable[[str], int]
+"""Tokens in an output text, by the model's tokenizer."""
+
+
+def count_output_tokens(result: RequestResult, count_tokens: TokenCounter | None) -> None:
+    """Fill output_tokens when the server's usage did not: from the text with a tokenizer, else by chunk."""
+    if result.output_tokens:
+        result.output_token_source = "usage"
+    elif count_tokens is not None and result.output_text:
+        result.output_tokens = count_tokens(result.output_text)
+        result.output_token_source = "tokenizer"
+    else:
+        result.output_tokens = result.output_chunks
+        result.output_token_source = "chunks"
+
+
 async def send_request(
     client: httpx.AsyncClient,
     target: Target,
@@ -131,12 +153,12 @@ async def send_request(
     history: list[dict[str, Any]],
     result: RequestResult,
     run_start: float,
+    count_tokens: TokenCounter | None = None,
 ) -> RequestResult:
     """Stream one request into `result` (filled in place so a cancelled run still records what arrived)."""
     start = time.perf_counter()
     result.start = start - run_start
     last = start
-    chunks: list[str] = []
     try:
         async with client.stream(
             "POST", target.url, json=request_body(target, turn, history), headers=target.headers
@@ -172,7 +194,8 @@ async def send_request(
                     else:
                         result.itl.append(now - last)
                     last = now
-                    chunks.append(piece)
+                    result.output_text += piece
+                    result.output_chunks += 1
     except httpx.TimeoutException as exc:
         result.error, result.error_message = "timeout", str(exc) or type(exc).__name__
     except httpx.TransportError as exc:
@@ -180,9 +203,7 @@ async def send_request(
     except (json.JSONDecodeError, AttributeError, TypeError) as exc:
         result.error, result.error_message = "bad_response", str(exc)
     result.e2e = time.perf_counter() - start
-    result.output_text = "".join(chunks)
-    if not result.output_tokens:
-        result.output_tokens = len(chunks)
+    count_output_tokens(result, count_tokens)
     return result
 
 

@@ -13,7 +13,14 @@ from typing import IO, Any
 import httpx
 from tqdm.auto import tqdm
 
-from switchyard.bench.client import CANCELLED, RequestResult, Target, send_request
+from switchyard.bench.client import (
+    CANCELLED,
+    RequestResult,
+    Target,
+    TokenCounter,
+    count_output_tokens,
+    send_request,
+)
 from switchyard.bench.load import LoadShape, arrival_times
 from switchyard.bench.workloads import Session
 
@@ -54,6 +61,7 @@ async def run_load(
     jsonl: Path | None = None,
     progress: bool = True,
     description: str = "requests",
+    count_tokens: TokenCounter | None = None,
 ) -> RunResult:
     """Send every session's turns; returns once all have finished (each success or a recorded error).
 
@@ -85,9 +93,10 @@ async def run_load(
             result = RequestResult(index=next(counter), session=number, turn=turn_number, start=0.0)
             async with slots or contextlib.nullcontext():
                 try:
-                    await send_request(client, target, turn, history, result, start)
+                    await send_request(client, target, turn, history, result, start, count_tokens)
                 except asyncio.CancelledError:
                     result.error, result.error_message = CANCELLED, "the run was interrupted"
+                    count_output_tokens(result, count_tokens)  # what had streamed in
                     record(result)
                     raise
             record(result)

@@ -62,6 +62,9 @@ class Summary:
     """Requests per second that individually met every SLO term."""
     error_examples: dict[str, str] = field(default_factory=dict)
     """The first message of each error type: a count alone does not say that the model name was wrong."""
+    output_tokens_by_chunk: int = 0
+    """Completed requests whose output tokens were counted one per chunk (no usage from the server and no
+    tokenizer): their token counts, throughput and TPOT are only estimates."""
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON (no Infinity or NaN literal): an infinite rate or SLO value is written as the string "inf",
@@ -121,6 +124,7 @@ def summarize(
         error_examples={
             kind: next(r.error_message or "" for r in results if r.error == kind) for kind in sorted(errors)
         },
+        output_tokens_by_chunk=sum(r.output_token_source == "chunks" for r in done),
         **slo_fields,
     )
 
@@ -136,6 +140,11 @@ def format_summary(summary: Summary) -> str:
         f"{summary.input_token_throughput:.1f} input tok/s"
         + (f" ({summary.cached_tokens} prompt tokens cached)" if summary.cached_tokens else ""),
     ]
+    if summary.output_tokens_by_chunk:
+        lines.append(
+            f"note: {summary.output_tokens_by_chunk} requests got no token usage from the server; their output "
+            "tokens were counted one per chunk (pass --tokenizer to count them from the text)"
+        )
     if summary.errors:
         lines.append("errors: " + ", ".join(f"{kind} × {count}" for kind, count in summary.errors.items()))
         lines += [f"  {kind}: {message}" for kind, message in summary.error_examples.items() if message]

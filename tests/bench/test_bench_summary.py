@@ -303,3 +303,49 @@ def test_an_interrupted_run_keeps_what_it_recorded(tmp_path: Path) -> None:
     assert all(r.ttft is not None for r in stop.run.results)  # the first chunk of each had arrived
     rows = [json.loads(line) for line in jsonl.read_text().splitlines()]
     assert sorted(r["error"] or "ok" for r in rows) == ["cancelled"] * 3 + ["ok"] * 2
+    assert all(r["output_tokens"] == 1 and r["output_chunks"] == 1 for r in rows)  # cancelled ones too
+
+
+def serve_without_usage(pieces: list[str]) -> httpx.MockTransport:
+    """An endpoint that streams these completion pieces and never sends usage."""
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        async def stream() -> AsyncIterator[bytes]:
+            for piece in pieces:
+                yield f"data: {json.dumps({'choices': [{'text': piece}]})}\n\n".encode()
+            yield b"data: [DONE]\n\n"
+
+        return httpx.Response(200, content=stream())
+
+    return httpx.MockTransport(handler)
+
+
+def test_output_tokens_without_usage_come_from_the_tokenizer_else_chunks(tiny_model_dir: Path) -> None:
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(tiny_model_dir / "tokenizer.json"))
+    pieces = ["Hello there, ", "general ", "Kenobi"]  # several tokens a chunk, as a batching server sends
+    tokens = len(tokenizer.encode("".join(pieces), add_special_tokens=False).ids)
+    assert tokens > len(pieces)
+
+    def run(count_tokens: object) -> list[RequestResult]:
+        async def scenario() -> list[RequestResult]:
+            sessions = build_sessions(WorkloadOptions(input_len=2, output_len=8), 2)
+            async with httpx.AsyncClient(transport=serve_without_usage(pieces)) as client:
+                shape = LoadShape()
+                return (
+                    await run_load(
+                        client, Target("http://x/v1", "m"), sessions, shape, progress=False,
+                        count_tokens=count_tokens,  # type: ignore[arg-type]
+                    )
+                ).results  # fmt: skip
+
+        return asyncio.run(scenario())
+
+    counted = run(lambda text: len(tokenizer.encode(text, add_special_tokens=False).ids))
+    assert [(r.output_tokens, r.output_token_source) for r in counted] == [(tokens, "tokenizer")] * 2
+    by_chunk = run(None)
+    assert [(r.output_tokens, r.output_token_source) for r in by_chunk] == [(3, "chunks")] * 2
+    summary = summarize(by_chunk, 1.0, request_rate=math.inf)
+    assert summary.output_tokens_by_chunk == 2 and "counted one per chunk" in format_summary(summary)
+    assert summarize(counted, 1.0, request_rate=math.inf).output_tokens_by_chunk == 0
