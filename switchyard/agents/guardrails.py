@@ -17,8 +17,14 @@ Guardrail = Callable[[str], GuardrailResult]
 
 
 def first_tripped(guardrails: list[Guardrail], text: str) -> GuardrailResult | None:
+    """The first guardrail that trips. One that raises counts as tripped: a check that could not run must not
+    let the text through (fail closed), and the run ends with its typed status instead of an exception."""
     for guardrail in guardrails:
-        result = guardrail(text)
+        try:
+            result = guardrail(text)
+        except Exception as error:  # any failure of a user's check is reported, not raised
+            name = getattr(guardrail, "__name__", type(guardrail).__name__)
+            return GuardrailResult(True, f"{name} failed ({type(error).__name__}: {error}); failing closed")
         if result.tripped:
             return result
     return None

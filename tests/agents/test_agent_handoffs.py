@@ -197,6 +197,19 @@ def test_guardrails_trip_on_input_and_output() -> None:
     assert leaked.partial_output == "the password is 1234"  # kept in the transcript for review
 
 
+def test_a_guardrail_that_raises_fails_closed_and_ends_the_run_cleanly() -> None:
+    def broken(text: str) -> GuardrailResult:
+        raise RuntimeError("classifier unavailable")
+
+    model = ScriptedModel([say("an answer")])
+    on_input = Runner().run_sync(Agent(name="g", input_guardrails=[broken], client=model), "hello")
+    assert on_input.status is RunStatus.GUARDRAIL_TRIPPED and on_input.turns == 0
+    assert "broken failed (RuntimeError: classifier unavailable)" in on_input.status_detail
+    on_output = Runner().run_sync(Agent(name="g", output_guardrails=[broken], client=model), "hello")
+    assert on_output.status is RunStatus.GUARDRAIL_TRIPPED and on_output.final_output is None
+    assert on_output.partial_output == "an answer"
+
+
 def test_tracing_writes_spans_with_tokens_cost_and_latency(tmp_path: Path) -> None:
     billing = Agent(name="Billing", client=ScriptedModel([say("done")], repeat_last=True))
     agent = Agent(
