@@ -69,6 +69,8 @@ class RunLimits:
             value = getattr(self, name)
             if value is not None and value <= 0:
                 raise ValueError(f"{name} must be positive or None, got {value}")
+        if not isinstance(self.max_tool_retries, int) or self.max_tool_retries < 0:
+            raise ValueError(f"max_tool_retries must be an integer >= 0, got {self.max_tool_retries}")
 
 
 def call_signature(name: str, arguments: dict[str, Any] | str) -> str:

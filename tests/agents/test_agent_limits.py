@@ -165,3 +165,18 @@ def test_a_failing_context_budget_endpoint_ends_the_run_like_a_failing_model() -
     result = Runner(context_budget=budget).run_sync(Agent(name="c", client=ScriptedModel([say("x")])), "hi")
     assert result.status is RunStatus.MODEL_ERROR and "memory store went away" in result.status_detail
     assert result.messages == [{"role": "user", "content": "hi"}]
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"max_turns": 0},
+        {"timeout": -1.0},
+        {"max_cost": 0},
+        {"max_tool_retries": -1},
+        {"max_tool_retries": 1.5},
+    ],
+)
+def test_nonsense_limits_are_refused(kwargs: dict[str, float]) -> None:
+    with pytest.raises(ValueError, match=next(iter(kwargs))):
+        RunLimits(**kwargs)  # type: ignore[arg-type]
