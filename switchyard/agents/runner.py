@@ -447,19 +447,36 @@ class Runner:
 
 
 class RunStream:
-    """A run whose events arrive as they happen: `async for event in stream.events()`, then `stream.result`."""
+    """A run whose events arrive as they happen: `async for event in stream.events()`, then `stream.result`.
+
+    A consumer that stops reading early (leaves the loop, or calls `cancel()`) stops the run too, instead of
+    leaving it working unseen: the run is cancelled where it stands, `result` stays None, and with a
+    CheckpointStore `Runner.resume(run_id)` continues it from its last saved step, as after a crash.
+    """
 
     def __init__(self, start: Any) -> None:
         self._start = start
+        self._task: asyncio.Future[RunResult] | None = None
         self.result: RunResult | None = None
 
     async def events(self) -> AsyncIterator[RunEvent]:
         queue: asyncio.Queue[RunEvent | None] = asyncio.Queue()
-        task = asyncio.ensure_future(self._start(queue.put_nowait))
+        task = self._task = asyncio.ensure_future(self._start(queue.put_nowait))
         task.add_done_callback(lambda _: queue.put_nowait(None))
-        while (event := await queue.get()) is not None:
-            yield event
-        self.result = await task
+        try:
+            while (event := await queue.get()) is not None:
+                yield event
+        finally:
+            if not task.done():  # the consumer left before the run ended
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        if not task.cancelled():
+            self.result = await task
+
+    def cancel(self) -> None:
+        """Stop the run (its events end); what it saved so far stays resumable."""
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
 
 
 def _as_text(value: Any) -> str:

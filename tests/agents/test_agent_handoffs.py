@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from switchyard.agents import (
     Agent,
     AgentTracer,
     ApprovalRequested,
+    CheckpointStore,
     GuardrailResult,
     Handoff,
     ModelDelta,
@@ -23,6 +25,7 @@ from switchyard.agents import (
     Runner,
     RunState,
     RunStatus,
+    RunStream,
     ToolCalled,
     ToolResult,
     TraceConfig,
@@ -178,6 +181,47 @@ def test_streamed_run_reports_deltas_calls_results_approvals_and_the_end() -> No
     model.replies = [call("wipe", {"disk": "c"})]
     events, result = asyncio.run(collect("wipe"))
     assert any(isinstance(e, ApprovalRequested) for e in events) and result.status is RunStatus.NEEDS_APPROVAL  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("how", ["cancel", "leave the loop"])
+def test_a_consumer_that_stops_reading_stops_the_run(how: str, tmp_path: Path) -> None:
+    started, stopped = asyncio.Event(), asyncio.Event()
+    blocking = [True]
+
+    @tool
+    async def slow_search(query: str) -> str:
+        """Search slowly."""
+        if blocking[0]:
+            started.set()
+            try:
+                await asyncio.Event().wait()  # never answers on its own
+            finally:
+                stopped.set()
+        return "found x"
+
+    store = CheckpointStore(tmp_path / "runs.db")
+    model = ScriptedModel([call("slow_search", {"query": "x"}), say("x is here")])
+    agent = Agent(name="s", tools=[slow_search], client=model)
+
+    async def scenario() -> RunStream:
+        stream = Runner(store=store).run_streamed(agent, "find x")
+        async with contextlib.aclosing(stream.events()) as events:
+            async for event in events:
+                if isinstance(event, ToolCalled):
+                    await started.wait()
+                    if how == "cancel":
+                        stream.cancel()
+                    else:
+                        break
+        await asyncio.wait_for(stopped.wait(), timeout=30)  # the tool was cancelled, not left running
+        return stream
+
+    stream = asyncio.run(scenario())
+    assert stream.result is None
+    (run_id,) = store.run_ids()
+    blocking[0] = False
+    resumed = Runner(store=store, agents=[agent]).resume_sync(run_id)  # saved steps survive the cancel
+    assert resumed.status is RunStatus.COMPLETED and resumed.final_output == "x is here"
 
 
 def test_guardrails_trip_on_input_and_output() -> None:
