@@ -24,6 +24,9 @@ class ToolCalled:
     call_id: str
     tool: str
     arguments: dict[str, Any]
+    """Parsed and validated; {} for a call refused before it could be parsed (see raw_arguments)."""
+    raw_arguments: str = ""
+    """The arguments exactly as the model wrote them, for showing what a refused call said."""
 
 
 @dataclass(frozen=True)

@@ -288,8 +288,10 @@ class Runner:
                 state.bad_call_streak += 1
                 state.messages.append({"role": "user", "content": problem})
         run.save("model_output", json.dumps(message, ensure_ascii=False))
-        for pending in calls:
-            run.emit(ToolCalled(agent.name, pending.call_id, pending.name, pending.arguments))
+        for pending, written in zip(calls, response.tool_calls, strict=True):
+            run.emit(
+                ToolCalled(agent.name, pending.call_id, pending.name, pending.arguments, written.arguments)
+            )
             if final is None and pending.status is CallStatus.DONE:  # refused by validation: never run
                 run.emit(ToolResult(agent.name, pending.call_id, pending.name, pending.result or "", True))
         return self._after_model_turn(run, agent, response, final, calls, answered)

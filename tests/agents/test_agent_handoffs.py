@@ -319,6 +319,8 @@ def test_the_stream_reports_a_result_for_every_call_refused_before_running() -> 
     assert results["bad"].is_error and "not valid JSON" in results["bad"].result
     assert results["unknown"].is_error and "unknown tool 'nope'" in results["unknown"].result
     assert not results["ok"].is_error
+    raw = {e.call_id: e.raw_arguments for e in events if isinstance(e, ToolCalled)}
+    assert raw["bad"] == '{"order": 1' and json.loads(raw["ok"]) == {"order": 2}  # what the model wrote
 
 
 def test_resuming_a_run_stopped_by_an_input_guardrail_never_sends_the_input_to_the_model() -> None:
