@@ -1,8 +1,9 @@
 """The FastAPI app: routes, API-key check, error mapping and the engine's lifetime.
 
-`build_app(engine, settings)` wires the pieces; the endpoint logic lives in chat.py and completions.py and
-every error response is made by errors.describe(). The app starts the async engine's step loop when it
-starts (inside uvicorn's event loop, which the loop must share with the handlers) and stops it when it ends.
+`build_app(engine, settings)` wires the pieces; the endpoint logic lives in chat.py, completions.py and
+responses.py, and every error response is made by errors.describe(). The app starts the async engine's step
+loop when it starts (inside uvicorn's event loop, which the loop must share with the handlers) and stops it
+when it ends.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from switchyard.server.completions import create_completion
 from switchyard.server.errors import AuthenticationError, ModelNotFoundError, describe
 from switchyard.server.metrics import CONTENT_TYPE, ServerMetrics
 from switchyard.server.protocol import ChatCompletionRequest, CompletionRequest, ModelCard, ModelList
+from switchyard.server.responses import create_response
+from switchyard.server.responses_protocol import ResponsesRequest
 from switchyard.server.state import ServerSettings, ServerState
 
 
@@ -82,6 +85,11 @@ def _openai_routes(state: ServerState) -> APIRouter:
     @router.post("/completions", response_model=None)
     async def completions(body: CompletionRequest, request: Request) -> Response:
         return _json(await create_completion(body, state, request))
+
+    @router.post("/responses", response_model=None)
+    async def responses(body: ResponsesRequest, request: Request) -> Response:
+        """OpenAI's Responses API, stateless, served through the chat path."""
+        return await create_response(body, state, request)
 
     def card(name: str) -> ModelCard:
         root = str(state.engine.engine.model_path)
