@@ -12,13 +12,15 @@ switchyard.tool_calling) and the reply is parsed as it streams: content goes out
 
 from __future__ import annotations
 
+import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 from fastapi import Request
 from fastapi.responses import Response
 
 from switchyard.engine.async_engine import RequestStream, RequestTimeoutError
+from switchyard.engine.sampling_params import SamplingParams
 from switchyard.engine.sequence import CompletionOutput, RequestOutput, TokenLogprob
 from switchyard.errors import InvalidRequestError
 from switchyard.server.protocol import (
@@ -50,6 +52,7 @@ from switchyard.tool_calling import (
     tool_call_structure,
 )
 from switchyard.tool_calling.format import CallStarted, ContentDelta, ParserEvent
+from switchyard.tool_calling.format import ToolCall as ParsedToolCall
 
 
 async def create_chat_completion(
@@ -75,6 +78,7 @@ async def create_chat_completion(
             )
         constraint = tool_call_structure(tool_format, tools, choice, parallel=body.parallel_tool_calls)
     if constraint is not None:
+        _check_compatible(params, whole_reply=choice.mode != "auto" or tool_format is None)
         await engine.compile_grammar(constraint)  # 400 for a bad schema, before anything is queued
         params.structured_outputs = constraint
     messages = [m.for_template() for m in body.messages]
@@ -171,7 +175,7 @@ class _ChatReply:
                 for c in parsed.tool_calls
             ]
             message = ChatResponseMessage(content=parsed.content, tool_calls=calls or None)
-            finish_reason = _finish_reason(finish_reason, bool(calls))
+            finish_reason = _finish_reason(finish_reason, parsed.tool_calls)
         return ChatChoice(
             index=completion.index,
             message=message,
@@ -204,11 +208,11 @@ class _ChatReply:
                     self._chunk([ChatChunkChoice(index=index, delta=delta, logprobs=attached)], usage)
                 )
         if completion.finish_reason is not None:
-            has_calls = bool(self._parsers.get(index) and self._parsers[index].calls)
+            parser = self._parsers.get(index)
             end = ChatChunkChoice(
                 index=index,
                 delta=ChatDelta(),
-                finish_reason=_finish_reason(completion.finish_reason, has_calls),
+                finish_reason=_finish_reason(completion.finish_reason, parser.calls if parser else []),
                 stop_reason=completion.stop_reason,
             )
             chunks.append(self._chunk([end], usage))
@@ -245,9 +249,48 @@ def _usage_so_far(output: RequestOutput, completion: CompletionOutput) -> Usage:
     return Usage.so_far(len(output.prompt_token_ids), len(completion.token_ids), output.num_cached_tokens)
 
 
-def _finish_reason(reason: str | None, has_calls: bool) -> str | None:
-    """A reply that ended normally after calling tools finishes with "tool_calls", as OpenAI's does."""
-    return "tool_calls" if has_calls and reason == "stop" else reason
+def _finish_reason(reason: str | None, calls: Sequence[ParsedToolCall]) -> str | None:
+    """A reply that ended normally after calling tools finishes with "tool_calls", as OpenAI's does.
+
+    Only when every call's arguments are a whole JSON value: a stop string met inside a call (tool_choice
+    "auto" keeps the request's stop strings) cuts it, and "tool_calls" would invite running it.
+    """
+    if reason == "stop" and calls and all(_is_json(call.arguments) for call in calls):
+        return "tool_calls"
+    return reason
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _check_compatible(params: SamplingParams, whole_reply: bool) -> None:
+    """Refuse sampling fields that would end a constrained reply where its grammar does not allow an end.
+
+    `min_tokens` forbids the end of the reply even once the grammar allows nothing else. A stop string or
+    stop token can match inside the JSON (a stop string "}" in a string value) and cut it, leaving invalid
+    output reported as a normal stop; this holds when the grammar covers the `whole_reply` (a response
+    format, or tool_choice "required" or named), not for tool_choice "auto", whose free text may stop.
+    """
+    if params.min_tokens:
+        raise InvalidRequestError(
+            "min_tokens cannot be combined with structured outputs or tool calls: the grammar decides "
+            "where the reply ends",
+            param="min_tokens",
+        )
+    if not whole_reply:
+        return
+    for name in ("stop", "stop_token_ids"):
+        if getattr(params, name):
+            raise InvalidRequestError(
+                f"{name} cannot be combined with a response format or a required tool call: it could cut "
+                "the constrained output short, leaving it invalid",
+                param=name,
+            )
 
 
 def _delta_of(event: ParserEvent) -> ChatDelta:

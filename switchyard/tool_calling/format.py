@@ -143,6 +143,13 @@ class ToolCallParser:
         back as a possible trigger is content, unless the reply was `truncated` (hit max_tokens), where it is
         most likely the start of a call that had no room."""
         events: list[ParserEvent] = []
+        if self._state == "tail":  # a whole tail that could have gone on (an optional `;`), or a cut one
+            tail = self._tail.match(self._buffer)
+            if tail is None:
+                self._buffer = ""  # the start of a closing tag, not content
+            self._end_call(tail)
+            while self._step(events):
+                pass
         if self._state == "text" and self._buffer and not truncated:
             self._emit_content(self._buffer, events)
         self._cut_call = self._state == "header" or (
@@ -187,7 +194,13 @@ class ToolCallParser:
                 return (
                     False  # the header matched, but whitespace may continue: wait for the value's first char
                 )
-            name = json.loads('"' + match.group("name") + '"')
+            try:
+                name = json.loads('"' + match.group("name") + '"')
+            except ValueError:  # a name with a broken escape: no call of any tool, so plain text
+                self._emit_content(self.format.trigger, events)
+                self._buffer = buffer[len(self.format.trigger) :]
+                self._state = "text"
+                return True
             call = ToolCall(id=f"call_{uuid.uuid4().hex[:24]}", name=name, arguments="")
             self.calls.append(call)
             events.append(CallStarted(len(self.calls) - 1, call.id, name))
@@ -207,14 +220,18 @@ class ToolCallParser:
             return False
         # tail
         match = self._tail.match(buffer, partial=True)
-        if match is not None and match.partial:
-            return False
-        if match is not None:
+        if match is not None and (match.partial or match.end() == len(buffer)):
+            return False  # the tail may go on (whitespace, an optional `;`): wait, or let finish() end it
+        self._end_call(match)
+        return True
+
+    def _end_call(self, tail: regex.Match[str] | None) -> None:
+        """Leave the call whose arguments ended; `tail` is its closing text, None when it is missing."""
+        if tail is not None:
             self.calls[-1].complete = True
-            self._buffer = buffer[match.end() :]
+            self._buffer = self._buffer[tail.end() :]
         self._after_call = True
         self._state = "text"
-        return True
 
     def _emit_content(self, text: str, events: list[ParserEvent]) -> None:
         if self._after_call:  # whitespace between or after calls is layout, not content

@@ -13,6 +13,9 @@ from harness import MODEL, RunningServer, metric, start_server
 from model_factory import build_hf_model
 from tokenizer_factory import build_tokenizer
 
+from switchyard.server.chat import _finish_reason
+from switchyard.tool_calling import ToolCall
+
 SCHEMA = {
     "type": "object",
     "properties": {
@@ -315,6 +318,42 @@ def test_tool_results_go_back_into_the_conversation(client: openai.OpenAI) -> No
             "cannot be combined",
         ),
         ({"extra_body": {"guided_regex": "(unclosed"}}, "guided_regex", "regex"),
+        (  # xgrammar's converter refuses it outside the compile pool: was a 500
+            {
+                "tools": [
+                    {
+                        "type": "function",
+                        "function": {
+                            "name": "f",
+                            "parameters": {
+                                "properties": {"a": {"type": "string", "minLength": 9, "maxLength": 1}}
+                            },
+                        },
+                    }
+                ],
+                "tool_choice": "required",
+            },
+            "tools",
+            "minLength 9 is greater than maxLength 1",
+        ),
+        (
+            {
+                "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": SCHEMA}},
+                "stop": ["}"],
+            },
+            "stop",
+            "cut the constrained output",
+        ),
+        (
+            {"tools": TOOLS, "tool_choice": "required", "extra_body": {"stop_token_ids": [3]}},
+            "stop_token_ids",
+            "cut the constrained output",
+        ),
+        (  # the grammar's end would be forbidden: was a 500 ("sampled token violates the request's grammar")
+            {"response_format": {"type": "json_object"}, "extra_body": {"min_tokens": 2}},
+            "min_tokens",
+            "the grammar decides where the reply ends",
+        ),
         ({"extra_body": {"guided_regex": "a", "guided_choice": ["b"]}}, "guided_choice", "at most one"),
     ],
 )
@@ -326,6 +365,24 @@ def test_bad_structured_requests_get_400(
     body = info.value.body
     assert isinstance(body, dict) and body.get("param") == param, body
     assert message in body["message"]
+
+
+def test_auto_tool_calls_may_still_stop_on_a_stop_string(client: openai.OpenAI) -> None:
+    """tool_choice "auto" keeps stop strings for its free text; only whole-reply constraints refuse them."""
+    reply = client.chat.completions.create(
+        model=MODEL, messages=MESSAGES, tools=TOOLS, tool_choice="auto", stop=["\n\n"], max_tokens=4
+    )
+    assert reply.choices[0].finish_reason in ("stop", "length", "tool_calls")
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected"), [('{"a": 1}', "tool_calls"), ('{"a": "cut by a st', "stop"), ("", "stop")]
+)
+def test_a_call_cut_by_a_stop_string_does_not_finish_with_tool_calls(arguments: str, expected: str) -> None:
+    call = ToolCall(id="call_1", name="add", arguments=arguments, complete=False)
+    assert _finish_reason("stop", [call]) == expected
+    assert _finish_reason("length", [call]) == "length"
+    assert _finish_reason("stop", []) == "stop"
 
 
 def test_grammar_work_shows_in_metrics(server: RunningServer, client: openai.OpenAI) -> None:

@@ -119,3 +119,39 @@ def test_tool_validation_errors() -> None:
     with pytest.raises(InvalidRequestError, match="tool_choice must be"):
         parse_tool_choice("sometimes", tools)
     assert parse_tool_choice(None, tools).mode == "auto" and parse_tool_choice(None, []).mode == "none"
+
+
+def test_a_name_with_a_broken_escape_is_text_not_a_crash() -> None:
+    text = '<tool_call>\n{"name": "get\\x", "arguments": {}}\n</tool_call>'
+    for chunk in (1, len(text)):
+        parser = HERMES.parser()
+        events = [e for start in range(0, len(text), chunk) for e in parser.feed(text[start : start + chunk])]
+        events += parser.finish()
+        assert parser.calls == []
+        assert "".join(e.text for e in events if isinstance(e, ContentDelta)) == text
+
+
+def streamed(fmt_name: str, text: str, chunk: int) -> tuple[str, list[tuple[str, str, bool]]]:
+    """Content and (name, arguments, complete) per call, from `text` fed `chunk` characters at a time."""
+    parser = get_format(fmt_name).parser()
+    events = []
+    for start in range(0, len(text), chunk):
+        events += parser.feed(text[start : start + chunk])
+    events += parser.finish()
+    content = "".join(e.text for e in events if isinstance(e, ContentDelta))
+    return content, [(c.name, c.arguments, c.complete) for c in parser.calls]
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 5, 1000])
+def test_llama3_parallel_calls_stream_without_their_separator_as_content(chunk: int) -> None:
+    """The grammar writes `}; {"name"...` between calls: the `;` closes a call, it is not reply text."""
+    text = '{"name": "f", "parameters": {"a": 1}}; {"name": "g", "parameters": {}}'
+    content, calls = streamed("llama3_json", text, chunk)
+    assert content == ""
+    assert calls == [("f", '{"a": 1}', True), ("g", "{}", True)]
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 1000])
+def test_a_closing_tag_cut_short_is_neither_content_nor_a_complete_call(chunk: int) -> None:
+    content, calls = streamed("hermes", '<tool_call>\n{"name": "f", "arguments": {"a": 1}}\n</tool_', chunk)
+    assert content == "" and calls == [("f", '{"a": 1}', False)]
