@@ -110,6 +110,19 @@ def apply_bitmask(logits: torch.Tensor, bitmask: torch.Tensor, rows: list[int], 
 
 _LOOSE_STRING_CHARACTER = '[^\\"\\\\\\r\\n]'
 _STRICT_STRING_CHARACTER = '[^\\0-\\x1f\\"\\\\]'
+_STRING_CLASS = re.compile(r"\[\^(\\0-\\x1f(?:\\.|[^\]\\])*)\]")
+"""A negated character class of JSON string characters (it excludes the control characters first)."""
+_SURROGATES = "\\ud800-\\udfff"
+"""xgrammar matches surrogate code points (U+D800-U+DFFF) by their 3-byte encodings, which are not UTF-8:
+they reach the text as replacement characters (and break length bounds), so string classes exclude them."""
+
+
+def _strict_strings(grammar: str) -> str:
+    """JSON strings that json.loads accepts in strict mode and that decode as UTF-8."""
+    grammar = grammar.replace(_LOOSE_STRING_CHARACTER, _STRICT_STRING_CHARACTER)
+    return _STRING_CLASS.sub(
+        lambda m: m.group(0) if _SURROGATES in m.group(1) else f"[^{m.group(1)}{_SURROGATES}]", grammar
+    )
 
 
 _UNENFORCED_KEYWORDS = frozenset(
@@ -229,7 +242,7 @@ def strict_json_ebnf(schema: dict[str, Any] | bool, strict: bool = False, param:
         raise InvalidRequestError(
             f"unsupported or invalid JSON schema: {xgrammar_message(exc)}", param=param
         ) from exc
-    return str(grammar).replace(_LOOSE_STRING_CHARACTER, _STRICT_STRING_CHARACTER)
+    return _strict_strings(str(grammar))
 
 
 def enforceable_schema(

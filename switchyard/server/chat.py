@@ -70,15 +70,16 @@ async def create_chat_completion(
     choice = parse_tool_choice(body.tool_choice, tools)
     tool_format = state.tool_format if choice.mode != "none" else None
     constraint = structured_outputs_of(body.response_format, body.structured_outputs, body.guided_fields())
+    answer_format = constraint
     if tool_format is not None:
-        if constraint is not None:
-            raise InvalidRequestError(
-                f"{constraint.param} cannot be combined with tool calls; set tool_choice to 'none'",
-                param=constraint.param,
-            )
-        constraint = tool_call_structure(tool_format, tools, choice, parallel=body.parallel_tool_calls)
+        constraint = tool_call_structure(
+            tool_format, tools, choice, parallel=body.parallel_tool_calls, answer=answer_format
+        )
     if constraint is not None:
-        _check_compatible(params, whole_reply=choice.mode != "auto" or tool_format is None)
+        free_text = (
+            choice.mode == "auto" and tool_format is not None and answer_format is None and bool(tools)
+        )
+        _check_compatible(params, whole_reply=not free_text)
         await engine.compile_grammar(constraint)  # 400 for a bad schema, before anything is queued
         params.structured_outputs = constraint
     messages = [m.for_template() for m in body.messages]

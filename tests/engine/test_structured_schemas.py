@@ -140,3 +140,27 @@ def test_a_tool_whose_parameters_xgrammar_rejects_is_a_request_error() -> None:
     with pytest.raises(InvalidRequestError, match="minLength") as info:
         tool_call_structure(get_format("hermes"), tools, parse_tool_choice("required", tools))
     assert info.value.param == "tools"
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [{"type": "string"}, {"type": "string", "maxLength": 3}, {"type": "object"}, {"type": "array"}],
+)
+def test_strings_never_hold_surrogates(schema: dict[str, Any]) -> None:
+    """U+D800 encoded in 3 bytes is not UTF-8: decoded it becomes replacement characters, so a sampled one
+    broke length bounds (a 16-character city came back 18 long). Every kind of JSON string refuses it."""
+    compiler = xgr.GrammarCompiler(xgr.TokenizerInfo([f"<{i}>" for i in range(8)]))
+    grammar = compiler.compile_grammar(xgr.Grammar.from_ebnf(strict_json_ebnf(schema)))
+
+    def matches(text: bytes) -> bool:
+        matcher = xgr.GrammarMatcher(grammar, terminate_without_stop_token=True)
+        return matcher.accept_string(text) and matcher.is_terminated()
+
+    for good, bad in [
+        (b'"a\xc3\xa9"', b'"a\xed\xa0\x80"'),
+        (b'{"\xc3\xa9": 1}', b'{"\xed\xbf\xbf": 1}'),
+        (b'["\xf0\x9f\x98\x80"]', b'["\xed\xa0\x80"]'),
+    ]:
+        if matches(good):  # the instance fits this schema's shape: its surrogate twin must not
+            assert not matches(bad), (schema, bad)
+    assert any(matches(good) for good in (b'"a\xc3\xa9"', b'{"\xc3\xa9": 1}', b'["\xf0\x9f\x98\x80"]'))

@@ -292,6 +292,30 @@ def test_required_tool_choice_gives_a_valid_call_streamed_or_not(client: openai.
     assert [e.name for e in events if e.type == "response.function_call_arguments.done"] == [call.name]
 
 
+def test_tools_beside_a_text_format_give_calls_or_the_answer(client: openai.OpenAI) -> None:
+    """What the OpenAI Agents SDK sends for an agent with tools and an output type."""
+    kinds = set()
+    for seed in range(4):
+        response = client.responses.create(
+            model=MODEL,
+            input=QUESTION,
+            tools=TOOLS,
+            max_output_tokens=120,
+            temperature=1.0,
+            text={"format": {"type": "json_schema", "name": "weather", "schema": SCHEMA, "strict": True}},
+            extra_body={"seed": seed},
+        )
+        assert response.status == "completed"
+        if response.output[0].type == "function_call":
+            for item in response.output:
+                check_call(item, {"get_weather", "add"})
+            kinds.add("calls")
+        else:
+            jsonschema.validate(json.loads(response.output_text), SCHEMA)
+            kinds.add("answer")
+    assert "answer" in kinds
+
+
 def test_named_tool_choice_forces_that_tool(client: openai.OpenAI) -> None:
     response = client.responses.create(
         model=MODEL,
@@ -403,7 +427,7 @@ ERRORS: list[tuple[dict[str, Any], str, str]] = [
     (
         {"tools": TOOLS, "tool_choice": "required", "text": {"format": {"type": "json_object"}}},
         "text.format",
-        "text.format cannot be combined with tool calls",
+        "text.format cannot be combined with tool_choice 'required'",
     ),
     ({"store": True}, "store", "keeps no response state"),
     ({"previous_response_id": "resp_123"}, "previous_response_id", "keeps no response state"),

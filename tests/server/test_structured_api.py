@@ -262,6 +262,42 @@ def test_auto_once_a_call_starts_the_rest_is_constrained(
     assert len(choice.message.tool_calls or []) == 1  # parallel_tool_calls=False stops after the first
 
 
+@pytest.mark.parametrize("bias_to_call", [False, True])
+def test_auto_with_a_response_format_gives_calls_or_the_answer(
+    server: RunningServer, client: openai.OpenAI, bias_to_call: bool
+) -> None:
+    """An agent with an output type sends tools and a response format together (the OpenAI Agents SDK does):
+    each reply is then either tool calls or JSON matching the format, never free text or a mix."""
+    bias = {str(tool_call_token(server)): 100} if bias_to_call else None
+    kinds = set()
+    for seed in range(4):
+        choice = client.chat.completions.create(
+            model=MODEL,
+            messages=MESSAGES,
+            tools=TOOLS,
+            temperature=1.0,
+            seed=seed,
+            max_tokens=200,
+            logit_bias=bias,  # type: ignore[arg-type]
+            response_format={
+                "type": "json_schema",
+                "json_schema": {"name": "weather", "schema": SCHEMA, "strict": True},
+            },
+        ).choices[0]
+        assert choice.finish_reason in ("stop", "tool_calls"), choice
+        if choice.message.tool_calls:
+            assert choice.finish_reason == "tool_calls" and not choice.message.content
+            check_calls(choice.message.tool_calls, {"get_weather", "add"})
+            kinds.add("calls")
+        else:
+            jsonschema.validate(json.loads(choice.message.content or ""), SCHEMA)
+            kinds.add("answer")
+    if bias_to_call:
+        assert kinds == {"calls"}
+    else:
+        assert "answer" in kinds  # unbiased, the random model opens with "{" for some seeds
+
+
 def test_auto_without_a_call_is_plain_text(client: openai.OpenAI) -> None:
     choice = client.chat.completions.create(
         model=MODEL, messages=MESSAGES, tools=TOOLS, temperature=0, max_tokens=8
