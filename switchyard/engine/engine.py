@@ -325,6 +325,7 @@ class LLMEngine:
             self.scheduler.add(seq)
 
     def _validate(self, token_ids: list[int], params: SamplingParams) -> None:
+        params.validate()
         if not token_ids:
             raise InvalidRequestError("prompt is empty", param="prompt")
         vocab = self.model_config.vocab_size

@@ -49,7 +49,7 @@ class SamplingParams:
         self.stop_token_ids = list(self.stop_token_ids or [])
         if self.top_k == -1:
             self.top_k = 0
-        self._validate()
+        self.validate()
 
     def _check_types(self) -> None:
         """Wrong types fail here with the field's name, not later as a TypeError inside a comparison."""
@@ -80,7 +80,9 @@ class SamplingParams:
             "logit_bias",
         )
 
-    def _validate(self) -> None:
+    def validate(self) -> None:
+        """Raise InvalidRequestError for a bad value; the engine checks again at admission, since callers may
+        set fields (structured_outputs) after construction."""
         _check(isinstance(self.n, int) and self.n >= 1, "n must be an integer >= 1", "n")
         _check(self.temperature >= 0, "temperature must be >= 0", "temperature")
         _check(0 < self.top_p <= 1, "top_p must be in (0, 1]", "top_p")
@@ -105,6 +107,11 @@ class SamplingParams:
             self.prompt_logprobs is None or 0 <= self.prompt_logprobs <= 20,
             "prompt_logprobs must be in [0, 20]",
             "prompt_logprobs",
+        )
+        _check(
+            not (self.min_tokens and self.structured_outputs is not None),
+            "min_tokens cannot be combined with structured outputs: the grammar decides where the output ends",
+            "min_tokens",
         )
         _check(all(isinstance(s, str) and s for s in self.stop), "stop must be non-empty strings", "stop")
         _check(len(self.stop) <= 16, "at most 16 stop strings", "stop")

@@ -149,6 +149,20 @@ def test_invalid_grammars_raise_before_work(llm: LLM) -> None:
     assert not llm.engine.has_unfinished_requests()
 
 
+def test_min_tokens_with_a_grammar_is_refused_however_it_is_set(llm: LLM) -> None:
+    """Once the grammar allows only the end, min_tokens forbade it: the request failed mid-way with an internal
+    error. Refused at construction, and at admission when the grammar is set afterwards (as the server does)."""
+    spec = StructuredOutputsParams(json=PERSON)
+    with pytest.raises(InvalidRequestError) as info:
+        SamplingParams(min_tokens=30, max_tokens=40, structured_outputs=spec)
+    assert info.value.param == "min_tokens"
+    params = SamplingParams(min_tokens=30, max_tokens=40)
+    params.structured_outputs = spec
+    with pytest.raises(InvalidRequestError) as info:
+        llm.generate(["a"], params)
+    assert info.value.param == "min_tokens" and not llm.engine.has_unfinished_requests()
+
+
 def test_compiled_grammars_are_cached_by_content(llm: LLM) -> None:
     manager = llm.engine.structured_outputs
     schema = {
