@@ -194,6 +194,11 @@ class _SamplingRequest(_Request):
         self, defaults: GenerationDefaults, max_tokens: int | None, logprobs: int | None
     ) -> SamplingParams:
         """The engine's SamplingParams; raises InvalidRequestError naming the offending field."""
+        if self.stream_options is not None and not self.stream:
+            # OpenAI's API and vLLM refuse it too: without a stream nothing would carry the options.
+            raise InvalidRequestError(
+                "stream_options is only allowed when stream is true", param="stream_options"
+            )
         return SamplingParams(
             n=self.n,
             temperature=_first(self.temperature, defaults.temperature, 1.0),
@@ -248,6 +253,8 @@ class ChatCompletionRequest(_SamplingRequest):
     def resolved_logprobs(self) -> int | None:
         if self.top_logprobs is not None and not self.logprobs:
             raise InvalidRequestError("top_logprobs needs logprobs to be true", param="top_logprobs")
+        if self.top_logprobs is not None and not 0 <= self.top_logprobs <= 20:
+            raise InvalidRequestError("top_logprobs must be in [0, 20]", param="top_logprobs")
         return (self.top_logprobs or 0) if self.logprobs else None
 
 

@@ -1,11 +1,13 @@
 """Request fields that constrain the output -> one StructuredOutputsParams (or None).
 
 OpenAI's `response_format` (chat), vLLM's `structured_outputs` object and its older `guided_*` fields are
-accepted; a request may use only one of them, and constrained tool calls exclude all of them.
+accepted; a request may use only one of them. Beside tool calls only a JSON format may stand, as the answer
+the reply gives instead of calls (tool_calling/grammar.py).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from switchyard.engine.structured import StructuredOutputsParams
@@ -18,6 +20,8 @@ _GUIDED_FIELDS = {
     "guided_grammar": "grammar",
 }
 _STRUCTURED_KEYS = ("json", "regex", "choice", "grammar", "json_object")
+_SCHEMA_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+"""OpenAI's rule for json_schema.name."""
 
 
 def structured_outputs_of(
@@ -60,6 +64,11 @@ def _from_response_format(response_format: dict[str, Any]) -> StructuredOutputsP
         name = body.get("name")
         if not isinstance(name, str) or not name:
             raise InvalidRequestError("response_format.json_schema.name is required", param="response_format")
+        if not _SCHEMA_NAME.fullmatch(name):
+            raise InvalidRequestError(
+                "response_format.json_schema.name must be 1-64 letters, digits, underscores or dashes",
+                param="response_format",
+            )
         schema = body.get("schema")
         if schema is None:
             raise InvalidRequestError(

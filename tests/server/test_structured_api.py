@@ -337,6 +337,11 @@ def test_tool_results_go_back_into_the_conversation(client: openai.OpenAI) -> No
         ),
         ({"response_format": {"type": "xml"}}, "response_format", "response_format.type"),
         (
+            {"response_format": {"type": "json_schema", "json_schema": {"name": "a b!", "schema": {}}}},
+            "response_format",
+            "letters, digits, underscores or dashes",
+        ),
+        (
             {"response_format": {"type": "json_schema", "json_schema": {"schema": {}}}},
             "response_format",
             "name",
