@@ -58,14 +58,27 @@ class _RustStream:
         self._skip = skip_special_tokens
         self._stream = DecodeStream(skip_special_tokens=skip_special_tokens)
         self._context = context_ids
-        try:
-            for token_id in context_ids:  # priming by steps works on every DecodeStream version
-                self._stream.step(backend, token_id)
-        except Exception:  # see `step`: decode without context rather than fail
+        complete = self._prime(context_ids)
+        if complete < len(context_ids):
+            # The context ends inside a character (a prompt of token ids may) or does not decode: the stream
+            # would release the held-back prompt bytes, as U+FFFD, with the first output text. They are the
+            # prompt's, so the context stops after its last complete character instead.
             self._stream = DecodeStream(skip_special_tokens=skip_special_tokens)
-            self._context = []
+            self._context = context_ids[:complete]
+            self._prime(self._context)
         self._last_emitted: int | None = None
         self._held: list[int] = []
+
+    def _prime(self, context_ids: list[int]) -> int:
+        """Step the fresh stream through the context; return how many leading ids it turned into final text."""
+        complete = 0
+        try:
+            for i, token_id in enumerate(context_ids):  # priming by steps works on every DecodeStream version
+                if self._stream.step(self._backend, token_id) is not None:
+                    complete = i + 1
+        except Exception:  # see `step`: the context is cut where it stopped decoding rather than fail
+            pass
+        return complete
 
     def step(self, token_id: int) -> str | None:
         try:

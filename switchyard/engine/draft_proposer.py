@@ -75,14 +75,18 @@ class DraftModelProposer:
     def propose(self, requests: list[tuple[Sequence, int]]) -> dict[int, DraftProposal]:
         """Draft up to k tokens for each (target sequence, k); a sequence the cache cannot hold gets none."""
         shadows = []
+        # The draft's cache has the target's block count but no prefix sharing, so it can fill up while the
+        # target's does not: each shadow needs room besides the blocks the shadows before it will take.
+        reserved = 0
         for seq, k in requests:
             shadow = self._sync(seq)
             # Room for the catch-up chunk and all k drafts (the last draft is sampled, never computed).
             needed = self.block_manager.blocks_needed(
                 shadow, shadow.num_tokens - shadow.num_computed_tokens + k
             )
-            if needed > self.block_manager.num_free_blocks:
+            if needed > self.block_manager.num_free_blocks - reserved:
                 continue
+            reserved += needed
             shadows.append((seq, shadow, k))
         proposals = {seq.seq_id: DraftProposal([], None) for seq, _, _ in shadows}
         active = [(seq, shadow, k) for seq, shadow, k in shadows if k > 0]
@@ -144,6 +148,7 @@ class DraftModelProposer:
                 params=seq.request.params,
                 prompt_token_ids=seq.request.prompt_token_ids,
                 output_token_ids=shadow.token_ids[seq.request.num_prompt_tokens :],
+                generator=seq.generator,  # a seeded row needs its generator; only the draws below use it
                 eos_token_ids=seq.request.eos_token_ids,
             )
             for seq, shadow, _ in active

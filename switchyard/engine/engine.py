@@ -764,16 +764,24 @@ class LLMEngine:
     def _mask_verified_positions(
         self, grammar: GrammarMatcher, drafts: list[int], logits: torch.Tensor
     ) -> None:
-        """Row i of `logits` gets the grammar's mask after drafts[:i] (drafts were checked at proposal time)."""
+        """Row i of `logits` gets the grammar's mask after drafts[:i] (drafts were checked at proposal time).
+
+        When the last draft is the grammar's stop token, the bonus row after it stays unmasked: a terminated
+        grammar has no mask, and the sequence finishes on the stop token before a bonus token is used.
+        """
         assert self._structured is not None
         backend = self._structured.backend
         bitmask = backend.allocate_bitmask(len(drafts) + 1)
+        rows: list[int] = []
         for i, token in enumerate([*drafts, None]):
+            if grammar.is_terminated():
+                break
             backend.fill_bitmask([grammar], bitmask, [i])
+            rows.append(i)
             if token is not None and not grammar.accept_token(token):
                 raise RuntimeError(f"draft token {token} violates the request's grammar")
         grammar.rollback(len(drafts))
-        backend.apply_bitmask(logits, bitmask, list(range(len(drafts) + 1)))
+        backend.apply_bitmask(logits, bitmask, rows)
 
     def _record_prompt_logprobs(self, result: ForwardResult) -> None:
         for seq_id, (first, logits) in result.prompt_logits.items():

@@ -296,6 +296,12 @@ class Sampler:
         return noise.clamp_(min=torch.finfo(like.dtype).tiny)
 
 
+def greedy_argmax(logits: torch.Tensor, batch: SamplingBatch) -> torch.Tensor:
+    """The token `Sampler.__call__` picks for each greedy row: the argmax after stages 1-4 (logit_bias,
+    min_tokens, penalties), which speculative verification must compare drafts with."""
+    return row_argmax(adjust_logits(logits, batch) if _needs_adjustment(batch) else logits)
+
+
 def _needs_adjustment(batch: SamplingBatch) -> bool:
     return batch.logit_bias is not None or batch.suppressed is not None or batch.output_ids is not None
 

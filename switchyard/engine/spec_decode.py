@@ -9,7 +9,8 @@ Flow inside `LLMEngine.step()` (see engine.py):
    continuous batching, the token budget and preemption need no special case. Drafts of a sequence that was
    not scheduled in full (preempted, paused) are removed again before anything is computed.
 2. The runner returns the target's logits at all 1 + k positions of such a sequence.
-3. `verify` accepts drafts left to right: greedy rows accept while the draft equals the target's argmax;
+3. `verify` accepts drafts left to right: greedy rows accept while the draft equals the token plain decoding
+   would pick (the target's argmax after logit_bias, min_tokens and penalties);
    random rows accept draft x with probability min(1, p(x) / q(x)) and, on the first rejection, resample from
    the normalised residual max(0, p - q); when all k are accepted a bonus token is sampled from the last
    position. p is the target's distribution after the request's sampling transforms, q the proposer's (a point
@@ -36,8 +37,7 @@ from typing import Protocol
 import torch
 
 from switchyard.engine.draft_proposer import DraftModelProposer
-from switchyard.engine.row_argmax import row_argmax
-from switchyard.engine.sampler import Sampler, SamplingBatch, SamplingRow
+from switchyard.engine.sampler import Sampler, SamplingBatch, SamplingRow, greedy_argmax
 from switchyard.engine.sequence import Sequence
 
 
@@ -165,7 +165,8 @@ class SpecDecoder:
             if seq.grammar is not None:  # cut the proposal at its first token the grammar forbids
                 valid = 0
                 for token in drafts:
-                    if not seq.grammar.accept_token(token):
+                    # Nothing follows the grammar's stop token (asking a terminated matcher logs a warning).
+                    if seq.grammar.is_terminated() or not seq.grammar.accept_token(token):
                         break
                     valid += 1
                 seq.grammar.rollback(valid)
@@ -183,7 +184,8 @@ class SpecDecoder:
         params = seq.request.params
         k = len(drafts)
         if params.greedy:
-            targets = row_argmax(logits).tolist()
+            # What plain decoding would pick at each position: logit_bias, min_tokens and penalties included.
+            targets = greedy_argmax(logits, self._sampling_batch(seq, drafts, logits)).tolist()
             accepted = 0
             while accepted < k and drafts[accepted] == targets[accepted]:
                 accepted += 1
@@ -197,9 +199,9 @@ class SpecDecoder:
         self.stats.by_accepted[accepted] = self.stats.by_accepted.get(accepted, 0) + 1
         return emitted, accepted
 
-    def _verify_sampled(
-        self, seq: Sequence, drafts: list[int], logits: torch.Tensor, draft_probs: torch.Tensor | None
-    ) -> tuple[list[int], int]:
+    @staticmethod
+    def _sampling_batch(seq: Sequence, drafts: list[int], logits: torch.Tensor) -> SamplingBatch:
+        """One sampling row per verified position: its output so far is seq's output plus the drafts before it."""
         request = seq.request
         outputs = seq.output_token_ids
         rows = [
@@ -212,7 +214,12 @@ class SpecDecoder:
             )
             for i in range(len(drafts) + 1)
         ]
-        batch = SamplingBatch.build(rows, vocab_size=logits.shape[-1], device=logits.device)
+        return SamplingBatch.build(rows, vocab_size=logits.shape[-1], device=logits.device)
+
+    def _verify_sampled(
+        self, seq: Sequence, drafts: list[int], logits: torch.Tensor, draft_probs: torch.Tensor | None
+    ) -> tuple[list[int], int]:
+        batch = self._sampling_batch(seq, drafts, logits)
         probs = self.sampler.probabilities(logits.float(), batch)
         generator = seq.generator if seq.generator is not None else self.sampler.generator
         uniforms = torch.rand(len(drafts), generator=generator, device=probs.device).tolist()

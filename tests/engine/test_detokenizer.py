@@ -115,6 +115,20 @@ def test_flush_releases_an_unfinished_character(tokenizer: transformers.PreTrain
     assert detok.finished and detok.add_tokens(encode(tokenizer, "more")).new_text == ""
 
 
+@pytest.mark.parametrize("cut", [1, 2])
+def test_prompt_ending_inside_a_character_leaves_the_output_clean(
+    tokenizer: transformers.PreTrainedTokenizerBase, cut: int
+) -> None:
+    """A prompt of token ids may end with part of a character: those bytes are the prompt's, so they must not
+    come out as U+FFFD in front of the first output text."""
+    dragon = encode(tokenizer, "龍")
+    assert len(dragon) == 3  # three byte tokens, no merge
+    prompt = [*encode(tokenizer, "Say"), *dragon[:cut]]
+    output = encode(tokenizer, "yes")
+    pieces, detok = stream(tokenizer, output, prompt)
+    assert "".join(pieces) == detok.text == tokenizer.decode(output) == "yes"
+
+
 def test_decode_stream_error_restarts_the_stream(
     tokenizer: transformers.PreTrainedTokenizerBase, stream_kind: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

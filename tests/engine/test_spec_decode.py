@@ -90,6 +90,26 @@ def test_rollback_keeps_block_accounting_exact(tiny_model_dir: Path) -> None:
     assert engine.block_manager.num_free_blocks == engine.block_manager.num_blocks
 
 
+@pytest.mark.parametrize(
+    "params",
+    [
+        SamplingParams(temperature=0, max_tokens=30, ignore_eos=True, logit_bias={50: 5.0}),
+        SamplingParams(temperature=0, max_tokens=30, ignore_eos=True, repetition_penalty=1.3),
+        SamplingParams(temperature=0, max_tokens=30, min_tokens=30, stop_token_ids=[8]),
+    ],
+    ids=["logit_bias", "repetition_penalty", "min_tokens"],
+)
+def test_greedy_verification_sees_the_adjusted_logits(tiny_model_dir: Path, params: SamplingParams) -> None:
+    """Greedy drafts are checked against the token plain decoding picks: the argmax after logit_bias,
+    penalties and min_tokens suppression, not the raw argmax."""
+    prompts = [[7, 8, 9, 10, 11] * 8, list(range(20, 60)) * 2, [5, 6] * 30]
+    common = dict(model=str(tiny_model_dir), dtype="float32", max_model_len=512, kv_cache_memory=32 << 20)
+    expected = [o.outputs[0].token_ids for o in LLM(**common).generate(prompts, params)]  # type: ignore[arg-type]
+    spec = LLM(**common, speculative_method="ngram", spec_max_batch_size=64)  # type: ignore[arg-type]
+    assert [o.outputs[0].token_ids for o in spec.generate(prompts, params)] == expected
+    assert spec.engine.spec_decoder is not None and spec.engine.spec_decoder.stats.accepted > 0
+
+
 def test_requests_that_need_plain_decoding_fall_back(tiny_model_dir: Path) -> None:
     llm = LLM(model=str(tiny_model_dir), dtype="float32", speculative_method="ngram", spec_max_batch_size=64)
     prompt = [[7, 8, 9] * 10]
@@ -244,16 +264,42 @@ def test_speculation_with_a_grammar_keeps_outputs_valid_and_identical(tiny_model
         SamplingParams(temperature=1.0, seed=i, max_tokens=150, structured_outputs=spec_params)
         for i in range(len(prompts))
     ]
-    tokenizer = spec.engine.tokenizer
     for output in spec.generate(prompts, sampled):
         completion = output.outputs[0]
         if completion.finish_reason == "stop":
-            # Decode the output alone: these random-id prompts can end inside a UTF-8 character, which the
-            # incremental detokenizer then completes with replacement characters at the start of the text.
-            text = tokenizer.decode(completion.token_ids, skip_special_tokens=True)
-            jsonschema.validate(json.loads(text), schema)
+            jsonschema.validate(json.loads(completion.text), schema)
     stats_ = spec.engine.spec_decoder.stats  # type: ignore[union-attr]
     assert stats_.accepted > 0
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_drafts_that_complete_the_grammar_verify(tiny_model_dir: Path, temperature: float) -> None:
+    """A proposal may end with the grammar's stop token; the bonus position after it has no grammar state to
+    mask with, and must not fail the request."""
+    from switchyard.engine.structured import StructuredOutputsParams
+
+    llm = LLM(
+        model=str(tiny_model_dir),
+        dtype="float32",
+        max_model_len=256,
+        kv_cache_memory=8 << 20,
+        speculative_method="ngram",
+    )
+    yes = llm.tokenizer.encode("yes", add_special_tokens=False)
+    eos = llm.engine.eos_token_ids[0]
+    # The bias makes "y" the first output token; the n-gram (5, 6, y) then proposes the rest of the prompt's
+    # "yes" and its EOS, which completes the choice.
+    params = SamplingParams(
+        temperature=temperature,
+        seed=0,
+        max_tokens=10,
+        logit_bias={yes[0]: 100},
+        structured_outputs=StructuredOutputsParams(choice=["yes", "no"]),
+    )
+    output = llm.generate([[5, 6, *yes, eos, 5, 6]], params)[0]
+    assert output.error is None
+    assert output.outputs[0].text == "yes" and output.outputs[0].finish_reason == "stop"
+    assert llm.engine.spec_decoder is not None and llm.engine.spec_decoder.stats.proposed > 0
 
 
 @pytest.fixture(scope="module")
@@ -291,6 +337,48 @@ def test_draft_model_greedy_output_is_identical(
         assert decoder.stats.accepted < decoder.stats.proposed
     assert decoder.draft.num_shadows == 0
     assert decoder.draft.block_manager.num_free_blocks == decoder.draft.block_manager.num_blocks
+
+
+def test_draft_model_serves_seeded_sampled_requests(tiny_model_dir: Path, other_draft_dir: Path) -> None:
+    """The draft samples a seeded request's proposals from that request's own generator."""
+    llm = LLM(
+        model=str(tiny_model_dir),
+        dtype="float32",
+        max_model_len=512,
+        kv_cache_memory=32 << 20,
+        speculative_method="draft",
+        speculative_model=str(other_draft_dir),
+        spec_max_batch_size=64,
+    )
+    params = SamplingParams(temperature=1.0, seed=5, max_tokens=20, ignore_eos=True)
+    outputs = [llm.generate([[7, 8, 9] * 10], params)[0].outputs[0] for _ in range(2)]
+    assert outputs[0].finish_reason == "length" and len(outputs[0].token_ids) == 20
+    assert outputs[0].token_ids == outputs[1].token_ids
+    assert llm.engine.spec_decoder is not None and llm.engine.spec_decoder.stats.proposed > 0
+
+
+def test_a_full_draft_cache_skips_proposals_instead_of_failing(tiny_model_dir: Path) -> None:
+    """Identical prompts share the target's prefix blocks but not the draft's (its cache, of the same block
+    count, has no prefix sharing): shadows that do not all fit must get no proposals, not fail the step."""
+    # A block: 16 tokens x (target + same-size draft) x K/V x 2 layers x 2 KV heads x 16 dims x float32.
+    per_block = 16 * 2 * (2 * 2 * 2 * 16 * 4)
+    common = dict(model=str(tiny_model_dir), dtype="float32", max_model_len=256)
+    params = SamplingParams(temperature=0, max_tokens=20, ignore_eos=True)
+    prompts = [list(range(20, 60))] * 4
+    plain = LLM(**common, kv_cache_memory=32 << 20)  # type: ignore[arg-type]
+    expected = [o.outputs[0].token_ids for o in plain.generate(prompts, params)]
+    spec = LLM(
+        **common,  # type: ignore[arg-type]
+        kv_cache_memory=13 * per_block,
+        speculative_method="draft",
+        speculative_model=str(tiny_model_dir),
+        spec_max_batch_size=8,
+    )
+    assert spec.engine.block_manager.num_blocks == 13
+    assert [o.outputs[0].token_ids for o in spec.generate(prompts, params)] == expected
+    decoder = spec.engine.spec_decoder
+    assert decoder is not None and decoder.draft is not None and decoder.stats.accepted > 0
+    assert decoder.draft.block_manager.num_free_blocks == 13
 
 
 def test_draft_shares_the_kv_memory_budget_and_is_packed(tiny_model_dir: Path, other_draft_dir: Path) -> None:
