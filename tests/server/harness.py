@@ -65,6 +65,17 @@ class RunningServer:
         self.thread.join(timeout=15)
 
 
+def start_tool_server(folder: Path) -> RunningServer:
+    """A tiny Llama with a 1024-token context built into `folder` and served: tool schemas make long prompts
+    for the tiny byte-level tokenizer."""
+    from model_factory import build_hf_model
+    from tokenizer_factory import build_tokenizer
+
+    build_hf_model("llama", folder, seed=0, max_position_embeddings=1024)
+    build_tokenizer(folder, vocab_size=320)
+    return start_server(folder, engine_overrides={"max_model_len": 1024, "kv_cache_memory": 16 << 20})
+
+
 def start_server(
     model_dir: Path,
     *,

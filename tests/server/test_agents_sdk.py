@@ -13,9 +13,7 @@ from collections.abc import Iterator
 
 import pydantic
 import pytest
-from harness import MODEL, RunningServer, start_server
-from model_factory import build_hf_model
-from tokenizer_factory import build_tokenizer
+from harness import MODEL, RunningServer, start_tool_server
 
 agents = pytest.importorskip("agents")
 openai = pytest.importorskip("openai")
@@ -27,10 +25,7 @@ class Answer(pydantic.BaseModel):
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    folder = tmp_path_factory.mktemp("tiny-llama-1k")
-    build_hf_model("llama", folder, seed=0, max_position_embeddings=1024)
-    build_tokenizer(folder, vocab_size=320)
-    running = start_server(folder, engine_overrides={"max_model_len": 1024, "kv_cache_memory": 16 << 20})
+    running = start_tool_server(tmp_path_factory.mktemp("tiny-llama-1k"))
     yield running
     running.stop()
 

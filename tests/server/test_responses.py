@@ -18,9 +18,7 @@ import httpx
 import jsonschema
 import openai
 import pytest
-from harness import MODEL, RunningServer, start_server
-from model_factory import build_hf_model
-from tokenizer_factory import build_tokenizer
+from harness import MODEL, RunningServer, start_server, start_tool_server
 
 from switchyard.server.protocol import (
     ChatChoice,
@@ -81,11 +79,7 @@ QUESTION = "Weather in Oslo?"
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    """Tool schemas make long prompts for the tiny byte-level tokenizer: this model has a 1024-token context."""
-    folder = tmp_path_factory.mktemp("tiny-llama-1k")
-    build_hf_model("llama", folder, seed=0, max_position_embeddings=1024)
-    build_tokenizer(folder, vocab_size=320)
-    running = start_server(folder, engine_overrides={"max_model_len": 1024, "kv_cache_memory": 16 << 20})
+    running = start_tool_server(tmp_path_factory.mktemp("tiny-llama-1k"))
     yield running
     running.stop()
 
