@@ -16,6 +16,7 @@ from scripted_model import ScriptedModel, call, calls, say
 from switchyard.agents import (
     Agent,
     CheckpointStore,
+    FunctionTool,
     RunEvent,
     RunLimits,
     Runner,
@@ -33,6 +34,19 @@ WAIT = 5.0
 
 def tool_messages(messages: list[dict[str, object]]) -> list[dict[str, object]]:
     return [m for m in messages if m["role"] == "tool"]
+
+
+def late_lookup(release: threading.Event, finished: threading.Event) -> FunctionTool:
+    """A sync `lookup` tool with a 0.05 s timeout that blocks until `release`, then returns LATE-RESULT."""
+
+    @tool(timeout=0.05)
+    def lookup() -> str:
+        """Blocks until released."""
+        release.wait(WAIT)
+        finished.set()
+        return "LATE-RESULT"
+
+    return lookup
 
 
 def test_read_only_calls_of_a_turn_overlap_and_results_keep_call_order(tmp_path: Path) -> None:
@@ -295,13 +309,7 @@ def test_approval_pauses_only_its_call_and_a_handoff_survives_the_pause() -> Non
 
 def test_a_timed_out_sync_call_is_abandoned_and_its_late_result_discarded(tmp_path: Path) -> None:
     release, finished = threading.Event(), threading.Event()
-
-    @tool(timeout=0.05)
-    def lookup() -> str:
-        """Blocks until released."""
-        release.wait(WAIT)
-        finished.set()
-        return "LATE-RESULT"
+    lookup = late_lookup(release, finished)
 
     @tool
     def ping() -> str:
@@ -377,14 +385,8 @@ def test_a_timed_out_call_running_alongside_another_is_reported_traced_and_not_w
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
     release, finished = threading.Event(), threading.Event()
+    lookup = late_lookup(release, finished)
     other_started = asyncio.Event()
-
-    @tool(timeout=0.05)
-    def lookup() -> str:
-        """Blocks until released."""
-        release.wait(WAIT)
-        finished.set()
-        return "LATE-RESULT"
 
     @tool
     async def other() -> str:

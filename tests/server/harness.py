@@ -65,6 +65,18 @@ class RunningServer:
         self.thread.join(timeout=15)
 
 
+WEATHER_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "city_id": {"type": "integer", "minimum": 0, "maximum": 999},
+        "unit": {"enum": ["c", "f"]},
+    },
+    "required": ["city_id", "unit"],
+    "additionalProperties": False,
+}
+"""The weather tool's arguments in the tool-calling tests (a bounded integer and an enum)."""
+
+
 def start_tool_server(folder: Path) -> RunningServer:
     """A tiny Llama with a 1024-token context built into `folder` and served: tool schemas make long prompts
     for the tiny byte-level tokenizer."""

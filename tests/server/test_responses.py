@@ -18,7 +18,7 @@ import httpx
 import jsonschema
 import openai
 import pytest
-from harness import MODEL, RunningServer, start_server, start_tool_server
+from harness import MODEL, WEATHER_PARAMETERS, RunningServer, start_server, start_tool_server
 
 from switchyard.server.protocol import (
     ChatChoice,
@@ -36,15 +36,7 @@ from switchyard.server.protocol import (
 from switchyard.server.responses import StreamTranslator, response_of_completion
 from switchyard.server.responses_protocol import ResponsesRequest
 
-WEATHER_PARAMS = {
-    "type": "object",
-    "properties": {
-        "city_id": {"type": "integer", "minimum": 0, "maximum": 999},
-        "unit": {"enum": ["c", "f"]},
-    },
-    "required": ["city_id", "unit"],
-    "additionalProperties": False,
-}
+WEATHER_PARAMS = WEATHER_PARAMETERS
 ADD_PARAMS = {
     "type": "object",
     "properties": {

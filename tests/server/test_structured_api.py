@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import jsonschema
 import openai
 import pytest
-from harness import MODEL, RunningServer, metric, start_tool_server
+from harness import MODEL, WEATHER_PARAMETERS, RunningServer, metric, start_tool_server
 
 from switchyard.server.chat import _finish_reason
 from switchyard.tool_calling import ToolCall
@@ -30,15 +30,7 @@ WEATHER = {
     "function": {
         "name": "get_weather",
         "description": "Current weather of a city",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "city_id": {"type": "integer", "minimum": 0, "maximum": 999},
-                "unit": {"enum": ["c", "f"]},
-            },
-            "required": ["city_id", "unit"],
-            "additionalProperties": False,
-        },
+        "parameters": WEATHER_PARAMETERS,
     },
 }
 ADD = {
