@@ -270,6 +270,8 @@ def _token_counter(path: Path) -> Any:
 
 INTERRUPTED = 130
 """Exit status after Ctrl-C, as a shell reports a SIGINT'd command."""
+NOTHING_MEASURED = 1
+"""Exit status when every request of a run failed: a script gating on the benchmark must not read it as a pass."""
 
 
 @dataclass
@@ -369,7 +371,12 @@ async def _run_once(session: _Session) -> int:
         )
         print(f"report: {path}")
     print(f"per-request results: {out / 'requests.jsonl'}")
-    return INTERRUPTED if interrupted else 0
+    if interrupted:
+        return INTERRUPTED
+    if finished and summary.completed == 0:
+        print(f"switchyard bench: error: all {summary.failed} requests failed", file=sys.stderr)
+        return NOTHING_MEASURED
+    return 0
 
 
 async def _search(session: _Session) -> int:

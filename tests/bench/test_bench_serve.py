@@ -96,6 +96,20 @@ def test_chat_sessions_grow_and_prefixes_hit_the_cache(bench_server: RunningServ
     assert all(r["cached_tokens"] >= 16 for r in rows[1:])  # the shared prefix's full blocks are reused
 
 
+def test_a_run_where_every_request_failed_exits_non_zero(bench_server: RunningServer, tmp_path: Path) -> None:
+    """Prompts longer than the server's context: each request is a 400, so nothing was measured."""
+    out = tmp_path / "failed"
+    done = run_cli(
+        *("bench", "serve", "--base-url", bench_server.base_url, "--num-prompts", "3", "--warmup", "0"),
+        *("--input-len", "400", "--output-len", "4", "--output-dir", str(out), "--quiet", "--no-report"),
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "all 3 requests failed" in done.stderr and "Traceback" not in done.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["completed"], summary["failed"]) == (0, 3)
+    assert "maximum context length" in " ".join(summary["error_examples"].values())
+
+
 def test_bad_arguments_are_clear_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     serve = ["bench", "serve", "--output-dir", str(tmp_path / "x")]
     for args, message in [
