@@ -100,7 +100,8 @@ class DecodeBound:
     batch_size: int
     context_len: int
     bytes_per_step: int
-    """Weights plus every sequence's KV cache, read once per decode step (per device)."""
+    """What one decode step reads (per device): the weights, every sequence's KV cache, and of an untied
+    input embedding only the batch's rows (a tied one is the LM head, read whole)."""
     step_seconds: float | None
     tokens_per_s: float | None
     fits: bool
@@ -246,9 +247,13 @@ def make_plan(inputs: PlanInputs) -> CapacityPlan:
     concurrency = {length: num_blocks // blocks_of(length) for length in (*inputs.seq_lens, max_model_len)}
     context = inputs.context_len or max(1, max_model_len // 2)
     bandwidth = inputs.device.bandwidth_bytes_per_s
+    element = torch.empty((), dtype=dtype).element_size()
+    # An untied embedding is a lookup, not a product: a step reads one row per sequence, not the table.
+    unread_embedding = math.ceil(params.embedding * element / tp) if params.lm_head else 0
     decode = []
     for batch in inputs.batch_sizes:
-        step_bytes = weights + batch * context * per_token
+        embedding_rows = batch * config.hidden_size * element if params.lm_head else 0
+        step_bytes = weights - unread_embedding + embedding_rows + batch * context * per_token
         seconds = step_bytes / bandwidth if bandwidth else None
         decode.append(
             DecodeBound(

@@ -60,8 +60,11 @@ def test_llama3_8b_by_hand() -> None:
     )
     batch1 = plan.decode[0]
     assert (batch1.batch_size, batch1.context_len) == (1, 4096)
-    assert batch1.bytes_per_step == 16_060_522_496 + 4096 * 131_072
-    assert batch1.step_seconds == pytest.approx(16_597_393_408 / 3.35e12)
+    # The untied embedding (128,256 x 4,096 x 2 bytes) is a lookup: a step reads one row per sequence of it.
+    embedding_bytes = 128_256 * 4096 * 2
+    assert batch1.bytes_per_step == 16_060_522_496 - embedding_bytes + 4096 * 2 + 4096 * 131_072
+    assert batch1.step_seconds == pytest.approx(15_546_728_448 / 3.35e12)
+    assert plan.decode[1].bytes_per_step == 16_060_522_496 - embedding_bytes + 8 * (4096 * 2 + 4096 * 131_072)
     assert [d.fits for d in plan.decode] == [True, True, True, False]  # 128 x 256 blocks > 27,689
 
 
