@@ -9,6 +9,8 @@ from collections.abc import Sequence
 
 TOOL_CALL_FORMATS = ("hermes", "llama3_json")
 """switchyard.tool_calling's registered formats (listed here so `--help` need not import the engine; tested)."""
+DEFAULT_MAX_REQUEST_BYTES = 16 << 20
+"""`ServerSettings.max_request_bytes`' default, for `serve --max-request-bytes` (here for the same reason; tested)."""
 KV_CACHE_DTYPE_NAMES = ("auto", "float32", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2")
 """models.kv_cache_dtype's names, listed here for the same reason (tested)."""
 
@@ -159,6 +161,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         request_timeout=args.request_timeout,
         shutdown_grace=args.shutdown_grace,
         tool_call_parser=args.tool_call_parser,
+        max_request_bytes=None if args.max_request_bytes == 0 else args.max_request_bytes,
     )
     server = build_server(
         engine_config_from_args(args),
@@ -247,6 +250,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=30.0,
         help="seconds in-flight requests get to finish after SIGTERM before they are aborted",
+    )
+    serve.add_argument(
+        "--max-request-bytes",
+        type=int,
+        default=DEFAULT_MAX_REQUEST_BYTES,
+        help="largest request body accepted; larger ones get 413 before they are parsed "
+        f"(default {DEFAULT_MAX_REQUEST_BYTES >> 20} MiB; 0: no limit)",
     )
     serve.add_argument(
         "--tool-call-parser",

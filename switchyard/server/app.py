@@ -24,6 +24,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from switchyard import __version__
 from switchyard.engine.async_engine import AsyncLLMEngine
 from switchyard.errors import SwitchyardError
+from switchyard.server.body_limit import BodySizeLimitMiddleware
 from switchyard.server.chat import create_chat_completion
 from switchyard.server.completions import create_completion
 from switchyard.server.errors import AuthenticationError, ModelNotFoundError, describe
@@ -55,7 +56,9 @@ def build_app(engine: AsyncLLMEngine, settings: ServerSettings) -> FastAPI:
     keys = dict(settings.tenant_keys)
     if settings.api_key is not None:
         keys[settings.api_key] = "default"
-    if keys:
+    if settings.max_request_bytes is not None:
+        app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_request_bytes)
+    if keys:  # outside the size limit: an unauthenticated client learns nothing about the server's limits
         app.add_middleware(_ApiKeyMiddleware, keys=keys)
     app.add_middleware(_RequestIdMiddleware)  # outermost, so refusals carry the header too
     app.include_router(_openai_routes(state))

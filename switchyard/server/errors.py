@@ -43,6 +43,17 @@ class AuthenticationError(SwitchyardError):
     """The request carries no API key, or the wrong one, while the server requires one."""
 
 
+class RequestTooLargeError(SwitchyardError):
+    """The request body is over the server's `--max-request-bytes`."""
+
+    def __init__(self, size: int | None, limit: int) -> None:
+        self.size, self.limit = size, limit
+        what = f"is {size:,} bytes" if size is not None else "passed it"
+        super().__init__(
+            f"The request body {what}; this server accepts at most {limit:,} bytes (--max-request-bytes)."
+        )
+
+
 class ServerDrainingError(SwitchyardError):
     """The server is shutting down and admits no new requests."""
 
@@ -79,6 +90,8 @@ def describe(exc: BaseException) -> ErrorInfo:
             code="invalid_api_key",
             headers={"WWW-Authenticate": "Bearer"},
         )
+    if isinstance(exc, RequestTooLargeError):
+        return ErrorInfo(413, "invalid_request_error", str(exc), code="request_too_large")
     if isinstance(exc, ModelNotFoundError):
         return ErrorInfo(404, "invalid_request_error", str(exc), param="model", code="model_not_found")
     if isinstance(exc, QueueFullError):
