@@ -13,11 +13,32 @@ from typing import Any, TypeVar
 
 import httpx
 
+from switchyard.agents.model import ModelUsage
 from switchyard.errors import SwitchyardError
 
 Message = dict[str, Any]
-ChatFn = Callable[[Sequence[Message]], "str | Awaitable[str]"]
-"""Messages in, the reply's text out; sync or async (tests pass a plain function)."""
+
+
+@dataclass(frozen=True)
+class ChatReply:
+    """A reply with what it cost, so a run's token and cost limits can count calls made on its behalf
+    (summaries of its history, for one)."""
+
+    text: str
+    usage: ModelUsage | None = None
+    """None when the endpoint reported none."""
+    model: str | None = None
+    """The model that answered, for pricing; None prices it as the agent's own model."""
+
+
+ChatFn = Callable[[Sequence[Message]], "str | ChatReply | Awaitable[str | ChatReply]"]
+"""Messages in, the reply out (its text, or a ChatReply with usage); sync or async."""
+
+
+def reply_text(reply: str | ChatReply) -> str:
+    """The text of what a ChatFn returned, whichever form."""
+    return reply.text if isinstance(reply, ChatReply) else str(reply)
+
 
 T = TypeVar("T")
 
@@ -47,7 +68,7 @@ class OpenAIChatModel:
     transport: httpx.AsyncBaseTransport | None = None
     """Only for tests (httpx.MockTransport); None uses the network."""
 
-    async def __call__(self, messages: Sequence[Message]) -> str:
+    async def __call__(self, messages: Sequence[Message]) -> ChatReply:
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         body = {
             "model": self.model,
@@ -64,6 +85,18 @@ class OpenAIChatModel:
         if response.status_code != 200:
             raise ChatModelError(f"{url}: HTTP {response.status_code}: {response.text[:300]}")
         try:
-            return str(response.json()["choices"][0]["message"]["content"] or "")
+            payload = response.json()
+            text = str(payload["choices"][0]["message"]["content"] or "")
         except (ValueError, KeyError, IndexError, TypeError) as error:
             raise ChatModelError(f"{url}: not a chat completion: {response.text[:300]}") from error
+        return ChatReply(text, _usage(payload.get("usage")), self.model)
+
+
+def _usage(reported: Any) -> ModelUsage | None:
+    """A chat completion's `usage`, when it is well formed."""
+    if not isinstance(reported, dict):
+        return None
+    prompt, completion = reported.get("prompt_tokens"), reported.get("completion_tokens")
+    if not isinstance(prompt, int) or not isinstance(completion, int):
+        return None
+    return ModelUsage(input_tokens=prompt, output_tokens=completion)

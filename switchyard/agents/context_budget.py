@@ -8,18 +8,20 @@ starts exactly when the budget would be exceeded. Counts come from the model's o
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from switchyard.agents.chat_model import ChatFn, maybe_await
+from switchyard.agents.chat_model import ChatFn, ChatReply, maybe_await, reply_text
 from switchyard.agents.memory import Message, RunningSummary, Session
 from switchyard.errors import InvalidRequestError
 
 TokenCounter = Callable[[Sequence[Message]], int]
 """Token count of a whole prompt made of these messages, as the serving model will see it."""
-Summariser = Callable[[str | None, Sequence[Message]], "str | Awaitable[str]"]
-"""(previous summary or None, messages to fold in) → the new running summary's text; sync or async."""
+Summariser = Callable[[str | None, Sequence[Message]], "str | ChatReply | Awaitable[str | ChatReply]"]
+"""(previous summary or None, messages to fold in) → the new running summary: its text, or a ChatReply whose
+usage the run's token and cost limits count; sync or async."""
 Recall = Callable[[str], "Sequence[str] | Awaitable[Sequence[str]]"]
 """Query (the newest user message) → relevant remembered facts, best first."""
 
@@ -42,6 +44,8 @@ class FittedContext:
     summarised: bool = False
     """True when this call produced a new summary."""
     recalled: list[str] = field(default_factory=list)
+    spent: list[ChatReply] = field(default_factory=list)
+    """The summariser's replies that reported usage: what fitting cost, for the run's limits."""
 
 
 @dataclass
@@ -90,14 +94,19 @@ class ContextBudget:
                 f"({self.context_window} context - {self.reply_budget} reply)",
                 param="messages",
             )
+        spent: list[ChatReply] = []
         while True:
-            text = await maybe_await(self.summariser(summary.text if summary else None, history[covered:cut]))
-            candidate_summary = RunningSummary(text=text.strip(), covered=cut)
+            reply = await maybe_await(
+                self.summariser(summary.text if summary else None, history[covered:cut])
+            )
+            if isinstance(reply, ChatReply) and reply.usage is not None:
+                spent.append(reply)
+            candidate_summary = RunningSummary(text=reply_text(reply).strip(), covered=cut)
             current = _assemble(system, candidate_summary, memory, history[cut:])
             tokens = self.count_tokens(current)
             if tokens <= self.limit:
                 return FittedContext(
-                    current, tokens, candidate_summary, summarised=True, recalled=list(facts)
+                    current, tokens, candidate_summary, summarised=True, recalled=list(facts), spent=spent
                 )
             if cut >= len(history) - 1:
                 raise ContextOverflowError(
@@ -154,7 +163,7 @@ def tokenizer_counter(tokenizer: Any) -> TokenCounter:
 def chat_summariser(chat: ChatFn, max_words: int = 150) -> Summariser:
     """A Summariser that asks a chat model (e.g. `OpenAIChatModel` of a small model) to extend the summary."""
 
-    async def summarise(previous: str | None, messages: Sequence[Message]) -> str:
+    async def summarise(previous: str | None, messages: Sequence[Message]) -> ChatReply:
         transcript = "\n".join(f"{m.get('role', 'unknown')}: {_text(m)}" for m in messages)
         prompt = (
             f"Update the running summary of a conversation in at most {max_words} words. Keep names, numbers, "
@@ -162,7 +171,9 @@ def chat_summariser(chat: ChatFn, max_words: int = 150) -> Summariser:
             f"Current summary:\n{previous or '(none)'}\n\nNew messages:\n{transcript}\n\nUpdated summary:"
         )
         reply = await maybe_await(chat([{"role": "user", "content": prompt}]))
-        return str(reply).strip()
+        if isinstance(reply, ChatReply):
+            return dataclasses.replace(reply, text=reply.text.strip())
+        return ChatReply(str(reply).strip())
 
     return summarise
 

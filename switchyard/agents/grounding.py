@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from switchyard.agents.chat_model import ChatFn, maybe_await
+from switchyard.agents.chat_model import ChatFn, maybe_await, reply_text
 from switchyard.agents.embeddings import Embedder
 from switchyard.agents.rag import Passage, RagStore
 from switchyard.agents.rag_citations import parse_citations, rag_messages, split_sentences, strip_citations
@@ -135,7 +135,7 @@ def chat_judge(chat: ChatFn) -> Judge:
             f"{quoted}\n\nClaim: {claim}\n\nIs the claim fully supported by the passages above? "
             "Answer with one word: SUPPORTED or UNSUPPORTED."
         )
-        reply = str(await maybe_await(chat([{"role": "user", "content": prompt}]))).upper()
+        reply = reply_text(await maybe_await(chat([{"role": "user", "content": prompt}]))).upper()
         return "UNSUPPORTED" not in reply and "SUPPORTED" in reply
 
     return judge
@@ -165,7 +165,7 @@ async def answer_with_rag(
     ask once more naming the unsupported sentences, and keep the better-grounded answer."""
     passages = store.query(question, collection, k=k)
     messages = rag_messages(question, passages)
-    text = str(await maybe_await(chat(messages))).strip()
+    text = reply_text(await maybe_await(chat(messages))).strip()
     verdict = await check_grounding(text, passages, store.embedder, judge, config)
     attempts = 1
     if regenerate and not verdict.grounded:
@@ -174,7 +174,7 @@ async def answer_with_rag(
             "These sentences of your previous answer are not supported by the passages they cite:\n"
             f"{flagged}\nRewrite the answer using only what the passages say, citing them as [n]."
         )
-        retry = str(await maybe_await(chat(rag_messages(question, passages, feedback)))).strip()
+        retry = reply_text(await maybe_await(chat(rag_messages(question, passages, feedback)))).strip()
         retry_verdict = await check_grounding(retry, passages, store.embedder, judge, config)
         attempts = 2
         if len(retry_verdict.unsupported) < len(verdict.unsupported):

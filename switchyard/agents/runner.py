@@ -21,6 +21,7 @@ import pydantic
 from switchyard.agents.active_run import ActiveRun, RunClock, RunTimeoutReached
 from switchyard.agents.agent import Agent, Handoff, agents_reachable
 from switchyard.agents.call_validation import offered_tools, validate_call
+from switchyard.agents.chat_model import ChatReply
 from switchyard.agents.checkpoint import CheckpointStore
 from switchyard.agents.context_budget import ContextBudget, ContextOverflowError
 from switchyard.agents.events import (
@@ -241,8 +242,14 @@ class Runner:
                 return self._finish(
                     run, RunStatus.MODEL_ERROR, f"context budget: {type(exc).__name__}: {exc}"
                 )
-            request = dataclasses.replace(request, messages=fitted.messages)
             state.summary = None if fitted.summary is None else dataclasses.asdict(fitted.summary)
+            if fitted.spent:
+                self._count_summaries(fitted.spent, agent, state)
+                spent = self._over_budget(run)
+                if spent is not None:
+                    return self._finish(run, *spent)
+                request = self._request(run, agent)  # the reply budget left after the summaries
+            request = dataclasses.replace(request, messages=fitted.messages)
         client = agent.client or self.client
         if client is None:
             raise ValueError(f"agent {agent.name!r} has no model client and the runner has no default")
@@ -329,11 +336,33 @@ class Runner:
                         RunStatus.LOOP_DETECTED,
                         f"{call.name} called {count} times with the same arguments",
                     )
+        spent = self._over_budget(run)
+        return None if spent is None else self._finish(run, *spent)
+
+    @staticmethod
+    def _over_budget(run: ActiveRun) -> tuple[RunStatus, str] | None:
+        """The token or cost limit the run has reached, with its reason; None while both have room."""
+        limits, state = run.limits, run.state
         if limits.max_tokens is not None and state.usage.total_tokens >= limits.max_tokens:
-            return self._finish(run, RunStatus.MAX_TOKENS, f"used {state.usage.total_tokens} tokens")
+            return RunStatus.MAX_TOKENS, f"used {state.usage.total_tokens} tokens"
         if limits.max_cost is not None and state.cost >= limits.max_cost:
-            return self._finish(run, RunStatus.MAX_COST, f"spent ${state.cost:.6f}")
+            return RunStatus.MAX_COST, f"spent ${state.cost:.6f}"
         return None
+
+    def _count_summaries(self, replies: Sequence[ChatReply], agent: Agent, state: RunState) -> None:
+        """Summaries written to fit the run's context are the run's spending too."""
+        for reply in replies:
+            if reply.usage is None:
+                continue
+            model = reply.model or agent.model
+            cost = self.prices.cost(model, reply.usage)
+            with self.tracer.span("summarise", model=model, agent=agent.name) as span:
+                span.set_attribute("gen_ai.request.model", model)
+                span.set_attribute("gen_ai.usage.input_tokens", reply.usage.input_tokens)
+                span.set_attribute("gen_ai.usage.output_tokens", reply.usage.output_tokens)
+                span.set_attribute("switchyard.cost_usd", cost)
+            state.usage.add(reply.usage)
+            state.cost += cost
 
     def _request(self, run: ActiveRun, agent: Agent) -> ModelRequest:
         state, settings = run.state, agent.settings

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from switchyard.agents.chat_model import ChatFn, maybe_await
+from switchyard.agents.chat_model import ChatFn, maybe_await, reply_text
 from switchyard.agents.embeddings import Embedder, to_blob
 from switchyard.agents.memory import Message, default_memory_path
 from switchyard.agents.sqlite_db import connect
@@ -161,7 +161,7 @@ async def extract_facts(
         "plans, constraints), one short self-contained sentence per line. Write NONE if there are none.\n\n"
         + transcript
     )
-    reply = str(await maybe_await(chat([{"role": "user", "content": prompt}])))
+    reply = reply_text(await maybe_await(chat([{"role": "user", "content": prompt}])))
     lines = [line.strip().lstrip("-*• ").strip() for line in reply.splitlines()]
     facts = [line for line in lines if line and line.upper() != "NONE"]
     return [memory.remember(user_id, fact, session_id=session_id) for fact in facts]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 from scripted_model import ScriptedModel, call, calls, say
 
 from switchyard.agents import Agent, Runner, RunStatus, SideEffects, tool
@@ -101,19 +102,14 @@ def test_a_session_ended_by_a_final_answer_call_replays_and_stays_untainted(tmp_
     assert third.state.tainted  # a real tool result in the history does taint
 
 
-def test_a_context_budget_summarises_old_turns_before_the_model_call(tmp_path: Path) -> None:
-    from switchyard.agents.context_budget import ContextBudget
+def words(messages: list[dict]) -> int:  # type: ignore[type-arg]
+    """A token counter for the context-budget tests: words plus a few per message."""
+    return sum(len(str(m.get("content") or "").split()) + 4 for m in messages)
 
-    def words(messages: list[dict]) -> int:  # type: ignore[type-arg]
-        return sum(len(str(m.get("content") or "").split()) + 4 for m in messages)
 
-    summaries: list[int] = []
-
-    def summarise(previous: str | None, messages: list[dict]) -> str:  # type: ignore[type-arg]
-        summaries.append(len(messages))
-        return "earlier: the user said hello many times"
-
-    session = SQLiteSession("s3", path=tmp_path / "memory.db")
+def long_session(path: Path, name: str) -> SQLiteSession:
+    """A session whose 12 turns do not fit a 200-token window beside a 40-token reply budget."""
+    session = SQLiteSession(name, path=path)
     asyncio.run(
         session.add_items(
             [
@@ -122,6 +118,19 @@ def test_a_context_budget_summarises_old_turns_before_the_model_call(tmp_path: P
             ]
         )
     )
+    return session
+
+
+def test_a_context_budget_summarises_old_turns_before_the_model_call(tmp_path: Path) -> None:
+    from switchyard.agents.context_budget import ContextBudget
+
+    summaries: list[int] = []
+
+    def summarise(previous: str | None, messages: list[dict]) -> str:  # type: ignore[type-arg]
+        summaries.append(len(messages))
+        return "earlier: the user said hello many times"
+
+    session = long_session(tmp_path / "memory.db", "s3")
     requests: list[ModelRequest] = []
 
     def answer(request: ModelRequest) -> ModelResponse:
@@ -138,6 +147,39 @@ def test_a_context_budget_summarises_old_turns_before_the_model_call(tmp_path: P
     assert any("earlier: the user said hello" in str(m.get("content")) for m in sent)
     assert sent[-1] == {"role": "user", "content": "and now?"}  # the newest turn verbatim
     assert result.state.summary is not None and result.state.summary["covered"] > 0
+
+
+def test_summaries_count_toward_the_runs_token_and_cost_limits(tmp_path: Path) -> None:
+    """A summary written to fit the run's context is spent on the run: its tokens and its model's price count,
+    and a summary that exhausts the budget ends the run before the model is called."""
+    from switchyard.agents import RunLimits
+    from switchyard.agents.chat_model import ChatReply
+    from switchyard.agents.context_budget import ContextBudget
+    from switchyard.agents.limits import Price, PriceTable
+    from switchyard.agents.model import ModelUsage
+
+    def summarise(previous: str | None, messages: list[dict]) -> ChatReply:  # type: ignore[type-arg]
+        return ChatReply("earlier: hellos", ModelUsage(input_tokens=300, output_tokens=20), model="small")
+
+    budget = ContextBudget(count_tokens=words, context_window=200, reply_budget=40, summariser=summarise)
+    prices = PriceTable({"small": Price(1.0, 2.0), "big": Price(10.0, 20.0)})
+    model = ScriptedModel([say("ok")], repeat_last=True)
+    agent = Agent(name="a", model="big", client=model)
+    runner = Runner(context_budget=budget, prices=prices, limits=RunLimits(max_tokens=1000))
+    result = runner.run_sync(agent, "and now?", session=long_session(tmp_path / "m.db", "s6"))
+    assert result.status is RunStatus.COMPLETED
+    # The summary (300 + 20, priced as "small") and the answer (say(): 10 + 5, priced as "big").
+    assert (result.usage.input_tokens, result.usage.output_tokens) == (310, 25)
+    assert result.cost == pytest.approx((300 * 1.0 + 20 * 2.0 + 10 * 10.0 + 5 * 20.0) / 1e6)
+    # The model call was told what the summary left of the token budget.
+    assert model.requests[0].max_tokens is not None and model.requests[0].max_tokens <= 1000 - 320
+
+    untouched = ScriptedModel([say("never")])
+    capped = Runner(context_budget=budget, limits=RunLimits(max_tokens=300)).run_sync(
+        Agent(name="a", client=untouched), "and now?", session=long_session(tmp_path / "n.db", "s7")
+    )
+    assert capped.status is RunStatus.MAX_TOKENS and capped.usage.total_tokens == 320
+    assert untouched.requests == []  # the summary spent the budget: no model call was made
 
 
 def test_a_new_run_on_a_session_left_by_a_stopped_run_replies_to_its_unanswered_calls(tmp_path: Path) -> None:

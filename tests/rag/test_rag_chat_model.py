@@ -11,10 +11,12 @@ import pytest
 from switchyard.agents.chat_model import ChatModelError, OpenAIChatModel
 from switchyard.agents.context_budget import chat_summariser
 from switchyard.agents.grounding import chat_judge
+from switchyard.agents.model import ModelUsage
 
 
-def completion(text: str) -> dict:
-    return {"choices": [{"index": 0, "message": {"role": "assistant", "content": text}}]}
+def completion(text: str, usage: dict | None = None) -> dict:
+    body = {"choices": [{"index": 0, "message": {"role": "assistant", "content": text}}]}
+    return body if usage is None else {**body, "usage": usage}
 
 
 def test_chat_model_posts_openai_request_and_summarises() -> None:
@@ -22,14 +24,17 @@ def test_chat_model_posts_openai_request_and_summarises() -> None:
 
     def handler(request: httpx.Request) -> httpx.Response:
         requests.append(request)
-        return httpx.Response(200, json=completion("User asked about pumps; answer: 3000 rpm."))
+        usage = {"prompt_tokens": 57, "completion_tokens": 12, "total_tokens": 69}
+        return httpx.Response(200, json=completion(" User asked about pumps; answer: 3000 rpm.\n", usage))
 
     model = OpenAIChatModel(
         "http://test/v1", "small", api_key="k", max_tokens=64, transport=httpx.MockTransport(handler)
     )
     summarise = chat_summariser(model)
-    text = asyncio.run(summarise("earlier summary", [{"role": "user", "content": "pump speed?"}]))
-    assert text == "User asked about pumps; answer: 3000 rpm."
+    reply = asyncio.run(summarise("earlier summary", [{"role": "user", "content": "pump speed?"}]))
+    assert reply.text == "User asked about pumps; answer: 3000 rpm."
+    # What it cost travels with it, for the run's token and cost limits.
+    assert reply.usage == ModelUsage(input_tokens=57, output_tokens=12) and reply.model == "small"
     body = json.loads(requests[0].content)
     assert requests[0].url == "http://test/v1/chat/completions"
     assert requests[0].headers["authorization"] == "Bearer k"
