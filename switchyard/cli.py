@@ -9,6 +9,8 @@ from collections.abc import Sequence
 
 TOOL_CALL_FORMATS = ("hermes", "llama3_json")
 """switchyard.tool_calling's registered formats (listed here so `--help` need not import the engine; tested)."""
+REASONING_PARSERS = ("think", "qwen3", "deepseek_r1")
+"""switchyard.reasoning's parser names (here for the same reason; tested)."""
 DEFAULT_MAX_REQUEST_BYTES = 16 << 20
 """`ServerSettings.max_request_bytes`' default, for `serve --max-request-bytes` (here for the same reason; tested)."""
 KV_CACHE_DTYPE_NAMES = ("auto", "float32", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2")
@@ -162,6 +164,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         shutdown_grace=args.shutdown_grace,
         tool_call_parser=args.tool_call_parser,
         max_request_bytes=None if args.max_request_bytes == 0 else args.max_request_bytes,
+        reasoning_parser=args.reasoning_parser,
     )
     server = build_server(
         engine_config_from_args(args),
@@ -257,6 +260,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_MAX_REQUEST_BYTES,
         help="largest request body accepted; larger ones get 413 before they are parsed "
         f"(default {DEFAULT_MAX_REQUEST_BYTES >> 20} MiB; 0: no limit)",
+    )
+    serve.add_argument(
+        "--reasoning-parser",
+        choices=REASONING_PARSERS,
+        default=None,
+        help="return <think> text as message.reasoning (and reasoning_content), not content: for Qwen3, QwQ "
+        "and DeepSeek-R1 models (default: replies stay whole)",
     )
     serve.add_argument(
         "--tool-call-parser",

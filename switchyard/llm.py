@@ -77,15 +77,32 @@ class LLM:
         *,
         tools: list[dict[str, Any]] | None = None,
         use_tqdm: bool | None = None,
+        add_generation_prompt: bool = True,
+        continue_final_message: bool = False,
+        chat_template_kwargs: dict[str, Any] | None = None,
         **template_kwargs: Any,
     ) -> list[RequestOutput]:
-        """Apply the model's chat template to one conversation or a list of them, then generate."""
+        """Apply the model's chat template to one conversation or a list of them, then generate.
+
+        As vLLM's: `continue_final_message` continues the final (assistant) message instead of opening a new
+        turn, and `chat_template_kwargs` (or further keyword arguments) become template variables."""
         if self.tokenizer is None:
             raise InvalidRequestError("chat needs a tokenizer", param="messages")
+        if continue_final_message and add_generation_prompt:
+            add_generation_prompt = False  # the reply continues the final message rather than opening a turn
+        variables = {**(chat_template_kwargs or {}), **template_kwargs}
         conversations = [messages] if messages and isinstance(messages[0], dict) else messages
         prompts = [
-            render_chat(self.tokenizer, conv, tools=tools, **template_kwargs) for conv in conversations
-        ]  # type: ignore[arg-type]
+            render_chat(
+                self.tokenizer,
+                conv,  # type: ignore[arg-type]
+                tools=tools,
+                add_generation_prompt=add_generation_prompt,
+                continue_final_message=continue_final_message,
+                template_kwargs=variables,
+            )
+            for conv in conversations
+        ]
         return self.generate(prompts, sampling_params, use_tqdm=use_tqdm)
 
     def reset_prefix_cache(self) -> int:

@@ -30,10 +30,23 @@ class TextWorker:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="switchyard-text")
 
     async def render_chat(
-        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        add_generation_prompt: bool = True,
+        continue_final_message: bool = False,
+        template_kwargs: Mapping[str, Any] | None = None,
     ) -> list[int]:
         """The conversation's prompt token ids, rendered with the model's chat template."""
-        return await self._run(render_chat, self._require(), messages, tools=tools)
+        return await self._run(
+            render_chat,
+            self._require(),
+            messages,
+            tools=tools,
+            add_generation_prompt=add_generation_prompt,
+            continue_final_message=continue_final_message,
+            template_kwargs=template_kwargs,
+        )
 
     async def encode(self, text: str) -> list[int]:
         """Token ids of a text prompt, special tokens added as the engine adds them."""

@@ -7,6 +7,7 @@ files, and `apply_chat_template` returns different shapes across transformers ve
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -132,24 +133,43 @@ def eos_token_ids(
     return tuple(dict.fromkeys(int(i) for i in ids))
 
 
+def _renderer_arguments(tokenizer: Any) -> set[str]:
+    """Names `apply_chat_template` takes itself, which template variables must not shadow."""
+    parameters = inspect.signature(tokenizer.apply_chat_template).parameters
+    return {name for name, p in parameters.items() if p.kind is not inspect.Parameter.VAR_KEYWORD} | {
+        "messages"
+    }
+
+
 def render_chat(
     tokenizer: transformers.PreTrainedTokenizerBase,
     messages: Sequence[Mapping[str, Any]],
     tools: Sequence[Mapping[str, Any]] | None = None,
     add_generation_prompt: bool = True,
-    **template_kwargs: Any,
+    continue_final_message: bool = False,
+    template_kwargs: Mapping[str, Any] | None = None,
 ) -> list[int]:
     """Render one conversation with the tokenizer's chat template and return the prompt's token ids.
 
-    A missing template or one that rejects the conversation (its `raise_exception`) is an InvalidRequestError.
+    `template_kwargs` become template variables (a request's `chat_template_kwargs`); one that would replace an
+    argument of the renderer itself is refused. A missing template, or one that rejects the conversation (its
+    `raise_exception`), is an InvalidRequestError.
     """
     if not getattr(tokenizer, "chat_template", None):
         raise InvalidRequestError("model has no chat template", param="messages")
+    template_kwargs = dict(template_kwargs or {})
+    reserved = sorted(set(template_kwargs) & _renderer_arguments(tokenizer))
+    if reserved:
+        raise InvalidRequestError(
+            f"chat_template_kwargs cannot set {', '.join(reserved)}: the server sets them",
+            param="chat_template_kwargs",
+        )
     try:
         rendered = tokenizer.apply_chat_template(
             list(messages),
             tools=list(tools) if tools is not None else None,
             add_generation_prompt=add_generation_prompt,
+            continue_final_message=continue_final_message,
             tokenize=True,
             **template_kwargs,
         )
@@ -157,6 +177,10 @@ def render_chat(
         raise InvalidRequestError(
             f"chat template cannot render these messages: {error}", param="messages"
         ) from error
+    except ValueError as error:  # transformers: a final message the template does not render verbatim
+        if not continue_final_message:
+            raise
+        raise InvalidRequestError(f"cannot continue the final message: {error}", param="messages") from error
     # transformers 5 returns a BatchEncoding by default, 4.x a plain list.
     ids = rendered["input_ids"] if isinstance(rendered, Mapping) else rendered
     if hasattr(ids, "tolist"):

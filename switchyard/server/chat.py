@@ -8,6 +8,11 @@ carries the usage (and with vLLM's `continuous_usage_stats`, every chunk its cho
 With tools (and tool_choice other than "none") decoding is constrained to the model's tool-call format (see
 switchyard.tool_calling) and the reply is parsed as it streams: content goes out as `delta.content`, a call as
 `delta.tool_calls` pieces (id and name first, then argument text), and finish_reason is "tool_calls".
+
+With `--reasoning-parser`, <think> text goes out as `reasoning` (and `reasoning_content`) instead of content,
+whole or as deltas (switchyard.reasoning), and tool calls are parsed from the answer after it. Whether a reply
+starts inside its reasoning is read from the rendered prompt's end. vLLM's chat extras `chat_template_kwargs`,
+`add_generation_prompt` and `continue_final_message` reach the template.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 
 from fastapi import Request
 from fastapi.responses import Response
@@ -23,6 +29,7 @@ from switchyard.engine.async_engine import RequestStream, RequestTimeoutError
 from switchyard.engine.sampling_params import SamplingParams
 from switchyard.engine.sequence import CompletionOutput, RequestOutput, TokenLogprob
 from switchyard.errors import InvalidRequestError
+from switchyard.reasoning import ReasoningSplitter, prompt_opens_reasoning, split_reasoning
 from switchyard.server.protocol import (
     MIN_LOGPROB,
     ChatChoice,
@@ -75,22 +82,31 @@ async def create_chat_completion(
         constraint = tool_call_structure(
             tool_format, tools, choice, parallel=body.parallel_tool_calls, answer=answer_format
         )
+    whole_reply = False
     if constraint is not None:
         free_text = (
             choice.mode == "auto" and tool_format is not None and answer_format is None and bool(tools)
         )
-        _check_compatible(params, whole_reply=not free_text)
+        whole_reply = not free_text
+        _check_compatible(params, whole_reply=whole_reply)
         await engine.compile_grammar(constraint)  # 400 for a bad schema, before anything is queued
         params.structured_outputs = constraint
     messages = [m.for_template() for m in body.messages]
     # On the text thread: a long conversation takes seconds to tokenize, which must stall neither the event
     # loop nor the engine's steps.
-    prompt = await engine.text.render_chat(messages, tools=body.tools)
+    prompt = await engine.text.render_chat(messages, tools=body.tools, **body.template_options())
+    # A grammar over the whole reply leaves no room for reasoning: such a reply is all answer.
+    reasoning = None
+    if state.settings.reasoning_parser is not None and not whole_reply:
+        tail = await engine.text.decode(prompt[-_PROMPT_TAIL_TOKENS:])
+        reasoning = _Reasoning(opened=prompt_opens_reasoning(tail), include=body.include_reasoning)
     request_id = new_id("chatcmpl")
     stream = await state.admit(
         request_id, prompt, params, priority=body.priority, tenant=tenant_of(http_request, body.user)
     )
-    reply = _ChatReply(request_id, model, int(time.time()), state.token_texts, body.logprobs, tool_format)
+    reply = _ChatReply(
+        request_id, model, int(time.time()), state.token_texts, body.logprobs, tool_format, reasoning
+    )
     if body.stream:
         chunks = reply.chunks(
             stream, params.n, body.include_usage, len(prompt) if body.continuous_usage else None
@@ -98,6 +114,20 @@ async def create_chat_completion(
         return event_stream_response(chunks, [stream])
     async with stream:  # aborts the request if the client left before it finished
         return await until_disconnected(http_request, reply.collect(stream))
+
+
+_PROMPT_TAIL_TOKENS = 16
+"""Prompt tokens read to tell whether the template opened the reply's reasoning ("<think>\n" at its end)."""
+
+
+@dataclass(frozen=True)
+class _Reasoning:
+    """How a request's replies split into reasoning and answer (the server's --reasoning-parser)."""
+
+    opened: bool
+    """The prompt ends inside a <think> block: replies start in their reasoning."""
+    include: bool
+    """The request's include_reasoning: False drops the reasoning from the reply."""
 
 
 class _ChatReply:
@@ -111,6 +141,7 @@ class _ChatReply:
         tokens: TokenTexts,
         want_logprobs: bool,
         tool_format: ToolCallFormat | None = None,
+        reasoning: _Reasoning | None = None,
     ) -> None:
         self.request_id = request_id
         self.model = model
@@ -118,7 +149,9 @@ class _ChatReply:
         self.tokens = tokens
         self.want_logprobs = want_logprobs
         self.tool_format = tool_format
+        self.reasoning = reasoning
         self._parsers: dict[int, ToolCallParser] = {}
+        self._splitters: dict[int, ReasoningSplitter] = {}
 
     async def collect(self, stream: RequestStream) -> ChatCompletionResponse:
         final: RequestOutput | None = None
@@ -167,15 +200,22 @@ class _ChatReply:
             yield self._chunk([], usage=Usage.of([final]))
 
     def _choice(self, completion: CompletionOutput) -> ChatChoice:
-        message = ChatResponseMessage(content=completion.text)
+        text, thought = completion.text, None
+        if self.reasoning is not None:
+            split = split_reasoning(text, self.reasoning.opened)
+            text, thought = split.answer, split.reasoning if self.reasoning.include else None
+        content: str | None = text if text or self.reasoning is None else None
+        message = ChatResponseMessage(content=content, reasoning=thought, reasoning_content=thought)
         finish_reason = completion.finish_reason
         if self.tool_format is not None:
-            parsed = self.tool_format.parse(completion.text, truncated=completion.finish_reason == "length")
+            parsed = self.tool_format.parse(text, truncated=completion.finish_reason == "length")
             calls = [
                 ToolCall(id=c.id, function=FunctionCall(name=c.name, arguments=c.arguments))
                 for c in parsed.tool_calls
             ]
-            message = ChatResponseMessage(content=parsed.content, tool_calls=calls or None)
+            message = ChatResponseMessage(
+                content=parsed.content, tool_calls=calls or None, reasoning=thought, reasoning_content=thought
+            )
             finish_reason = _finish_reason(finish_reason, parsed.tool_calls)
         return ChatChoice(
             index=completion.index,
@@ -189,15 +229,26 @@ class _ChatReply:
         chunks = []
         index = completion.index
         logprobs = self._logprobs(completion.delta_logprobs) if completion.delta_logprobs else None
+        text = completion.delta_text
+        if self.reasoning is not None:
+            splitter = self._splitters.setdefault(index, ReasoningSplitter(self.reasoning.opened))
+            pieces = splitter.feed(text) + (splitter.finish() if completion.finish_reason is not None else [])
+            text = "".join(p.text for p in pieces if not p.reasoning)
+            for piece in pieces:
+                if piece.reasoning and self.reasoning.include:
+                    delta = ChatDelta(reasoning=piece.text, reasoning_content=piece.text)
+                    choice = ChatChunkChoice(index=index, delta=delta, logprobs=logprobs)
+                    chunks.append(self._chunk([choice], usage))
+                    logprobs = None  # a delta's logprobs go out once, with its first chunk
         if self.tool_format is None:
-            if completion.delta_text or logprobs is not None:
-                delta = ChatDelta(content=completion.delta_text)
+            if text or logprobs is not None:
+                delta = ChatDelta(content=text)
                 chunks.append(
                     self._chunk([ChatChunkChoice(index=index, delta=delta, logprobs=logprobs)], usage)
                 )
         else:
             parser = self._parsers.setdefault(index, self.tool_format.parser())
-            events = parser.feed(completion.delta_text)
+            events = parser.feed(text)
             if completion.finish_reason is not None:
                 events += parser.finish(truncated=completion.finish_reason == "length")
             deltas = [_delta_of(event) for event in events]

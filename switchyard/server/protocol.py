@@ -117,6 +117,11 @@ class ChatMessage(_Request):
     name: str | None = None
     tool_calls: list[ToolCall] | None = None
     tool_call_id: str | None = None
+    reasoning: str | None = None
+    """An earlier reply's reasoning, as this server returns it (vLLM's name); templates that replay it (Qwen3's)
+    read `reasoning_content`."""
+    reasoning_content: str | None = None
+    """The same, by DeepSeek's older name."""
 
     def for_template(self) -> dict[str, Any]:
         """The message as chat templates expect it ("developer" is the newer name of "system")."""
@@ -130,6 +135,9 @@ class ChatMessage(_Request):
             message["tool_calls"] = [call.for_template() for call in self.tool_calls]
         if self.tool_call_id is not None:
             message["tool_call_id"] = self.tool_call_id
+        reasoning = self.reasoning_content if self.reasoning_content is not None else self.reasoning
+        if reasoning is not None:
+            message["reasoning_content"] = message["reasoning"] = reasoning
         return message
 
 
@@ -245,10 +253,42 @@ class ChatCompletionRequest(_SamplingRequest):
     tool_choice: Any = None
     parallel_tool_calls: bool = True
     response_format: dict[str, Any] | None = None
+    # vLLM's chat extras
+    chat_template_kwargs: dict[str, Any] | None = None
+    """More variables for the chat template, e.g. {"enable_thinking": false} for Qwen3."""
+    add_generation_prompt: bool = True
+    """Open an assistant turn after the messages (the template's generation prompt)."""
+    continue_final_message: bool = False
+    """Leave the final (assistant) message open, so the reply continues its text (a prefill)."""
+    include_reasoning: bool = True
+    """With the server's --reasoning-parser: return the reasoning (else it is dropped from the reply)."""
 
     def resolved_max_tokens(self) -> int | None:
         """None: up to the context length, as OpenAI's chat API does."""
         return self.max_completion_tokens if self.max_completion_tokens is not None else self.max_tokens
+
+    def template_options(self) -> dict[str, Any]:
+        """Keyword arguments for `render_chat`: the generation prompt or a continued final message, and the
+        template's extra variables. continue_final_message alone turns the generation prompt off (vLLM asks
+        for both flags); asking for both explicitly is a 400."""
+        generation_prompt = self.add_generation_prompt
+        if self.continue_final_message:
+            if generation_prompt and "add_generation_prompt" in self.model_fields_set:
+                raise InvalidRequestError(
+                    "continue_final_message and add_generation_prompt cannot both be true: the reply either "
+                    "continues the final message or starts a new one",
+                    param="continue_final_message",
+                )
+            if self.messages[-1].role != "assistant":
+                raise InvalidRequestError(
+                    "continue_final_message needs the final message to be the assistant's", param="messages"
+                )
+            generation_prompt = False
+        return {
+            "add_generation_prompt": generation_prompt,
+            "continue_final_message": self.continue_final_message,
+            "template_kwargs": dict(self.chat_template_kwargs or {}),
+        }
 
     def resolved_logprobs(self) -> int | None:
         if self.top_logprobs is not None and not self.logprobs:
@@ -335,6 +375,18 @@ class ChatResponseMessage(_Response):
     role: Literal["assistant"] = "assistant"
     content: str | None
     tool_calls: list[ToolCall] | None = None
+    reasoning: str | None = None
+    """With --reasoning-parser: the <think> text (vLLM's field; OpenAI's guidance for chain of thought)."""
+    reasoning_content: str | None = None
+    """The same text under DeepSeek's name, which many clients read."""
+
+    @model_serializer(mode="wrap")
+    def _drop_absent_reasoning(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        fields = handler(self)
+        if fields.get("reasoning") is None:
+            fields.pop("reasoning", None)
+            fields.pop("reasoning_content", None)
+        return fields
 
 
 class DeltaFunctionCall(_Response):
@@ -381,6 +433,8 @@ class ChatDelta(_Response):
     role: Literal["assistant"] | None = None
     content: str | None = None
     tool_calls: list[DeltaToolCall] | None = None
+    reasoning: str | None = None
+    reasoning_content: str | None = None
 
     @model_serializer(mode="wrap")
     def _drop_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:

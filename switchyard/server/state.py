@@ -11,6 +11,7 @@ from typing import Any
 from switchyard.engine.async_engine import AsyncLLMEngine, EngineDeadError, QueueFullError, RequestStream
 from switchyard.engine.sampling_params import SamplingParams
 from switchyard.errors import CapacityError, InvalidRequestError
+from switchyard.reasoning import check_reasoning_parser
 from switchyard.server.errors import ModelNotFoundError, ServerDrainingError
 from switchyard.server.metrics import ServerMetrics
 from switchyard.tool_calling import ToolCallFormat, detect_format, get_format
@@ -41,6 +42,10 @@ class ServerSettings:
     with a 320-piece vocabulary), so without a cap one large body could take the memory every other request
     needs."""
 
+    reasoning_parser: str | None = None
+    """`think`, `qwen3` or `deepseek_r1` (`switchyard.reasoning`): <think> text goes to `message.reasoning`
+    (and `reasoning_content`) instead of the content; None leaves replies whole."""
+
     def __post_init__(self) -> None:
         if not self.served_model_names:
             raise ValueError("served_model_names must name at least one model")
@@ -50,6 +55,8 @@ class ServerSettings:
             raise ValueError("shutdown_grace must be >= 0 seconds")
         if self.tool_call_parser is not None:
             get_format(self.tool_call_parser)  # ValueError naming the known formats
+        if self.reasoning_parser is not None:
+            check_reasoning_parser(self.reasoning_parser)
         if self.max_request_bytes is not None and self.max_request_bytes <= 0:
             raise ValueError("max_request_bytes must be > 0 (None accepts any size)")
 

@@ -237,6 +237,16 @@ def test_chat_applies_template(llm: LLM) -> None:
     assert "<|im_start|>user\nHello there<|im_end|>" in rendered and rendered.endswith("assistant\n")
 
 
+def test_chat_continues_a_final_message_and_passes_template_variables(llm: LLM) -> None:
+    prefill = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello, I am"}]
+    output = llm.chat(prefill, SamplingParams(max_tokens=2, temperature=0), continue_final_message=True)[0]
+    rendered = llm.tokenizer.decode(output.prompt_token_ids)
+    assert rendered.endswith("<|im_start|>assistant\nHello, I am")  # left open, no new turn after it
+    with pytest.raises(InvalidRequestError) as info:
+        llm.chat(prefill, SamplingParams(max_tokens=2), chat_template_kwargs={"tools": []})
+    assert info.value.param == "chat_template_kwargs"
+
+
 def test_unset_max_tokens_fits_a_kv_cache_smaller_than_the_context(tiny_model_dir: Path) -> None:
     # 8 blocks of 16 = 128 tokens of KV, context 256: without max_tokens a request runs until the cache's end.
     small = LLM(

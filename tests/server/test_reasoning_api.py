@@ -1,0 +1,181 @@
+"""Reasoning models over the chat API: `--reasoning-parser` moves <think> text to `message.reasoning` (and
+`reasoning_content`), plain and streamed; `chat_template_kwargs`, `continue_final_message` and
+`add_generation_prompt` reach the chat template. The model is the tiny one with a Qwen3-style template."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from harness import MODEL, RunningServer, start_server
+from transformers import AutoTokenizer
+
+from switchyard.cli import REASONING_PARSERS as CLI_PARSERS
+from switchyard.reasoning import REASONING_PARSERS, split_reasoning
+
+# ChatML whose generation prompt follows the reasoning switches of real templates: Qwen3's
+# `enable_thinking: false` writes an empty think block, and `open_think` ends the prompt inside one, as
+# DeepSeek-R1's and Qwen3-Thinking-2507's templates do. An assistant turn replays its reasoning_content.
+THINKING_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}{{ '\\n' }}"
+    "{% if message['role'] == 'assistant' and message['reasoning_content'] %}"
+    "<think>{{ '\\n' }}{{ message['reasoning_content'] }}{{ '\\n' }}</think>{{ '\\n\\n' }}{% endif %}"
+    "{{ message['content'] or '' }}"
+    "{% if not (loop.last and message['role'] == 'assistant') %}<|im_end|>{{ '\\n' }}{% endif %}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant{{ '\\n' }}"
+    "{% if enable_thinking is defined and not enable_thinking %}<think>{{ '\\n\\n' }}</think>{{ '\\n\\n' }}"
+    "{% elif open_think %}<think>{{ '\\n' }}{% endif %}{% endif %}"
+)
+USER = [{"role": "user", "content": "What is 2 + 2?"}]
+GREEDY: dict[str, Any] = {"model": MODEL, "max_tokens": 12, "temperature": 0}
+
+
+@pytest.fixture(scope="module")
+def thinking_model(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("thinking")
+    shutil.copytree(tiny_model_dir, folder, dirs_exist_ok=True)
+    config_path = folder / "tokenizer_config.json"
+    config = json.loads(config_path.read_text())
+    config["chat_template"] = THINKING_TEMPLATE
+    config_path.write_text(json.dumps(config))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def reasoning_server(thinking_model: Path) -> Iterator[RunningServer]:
+    running = start_server(thinking_model, reasoning_parser="qwen3")
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="module")
+def plain_server(thinking_model: Path) -> Iterator[RunningServer]:
+    running = start_server(thinking_model)
+    yield running
+    running.stop()
+
+
+def raw_reply(server: RunningServer, model_dir: Path, messages: list[dict[str, Any]], **template: Any) -> str:
+    """The greedy reply's whole text, from /v1/completions on the same rendered prompt (no parsing at all)."""
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    ids = tokenizer.apply_chat_template(messages, tokenize=True, return_dict=False, **template)
+    with server.http() as http:
+        response = http.post("/v1/completions", json={**GREEDY, "prompt": list(ids)})
+    assert response.status_code == 200, response.text
+    return response.json()["choices"][0]["text"]
+
+
+def chat(server: RunningServer, **body: Any) -> httpx.Response:
+    with server.http() as http:
+        return http.post("/v1/chat/completions", json={**GREEDY, "messages": USER, **body})
+
+
+def test_a_prompt_that_opens_the_reasoning_makes_the_reply_reasoning(
+    reasoning_server: RunningServer, thinking_model: Path
+) -> None:
+    raw = raw_reply(reasoning_server, thinking_model, USER, add_generation_prompt=True, open_think=True)
+    expected = split_reasoning(raw, opened=True)
+    response = chat(reasoning_server, chat_template_kwargs={"open_think": True})
+    assert response.status_code == 200, response.text
+    message = response.json()["choices"][0]["message"]
+    assert message["reasoning"] == message["reasoning_content"] == expected.reasoning
+    assert message["content"] == (expected.answer or None)
+    assert expected.reasoning  # the tiny model wrote something, and none of it leaked into the content
+
+
+def test_thinking_off_and_no_tag_leave_the_reply_whole(
+    reasoning_server: RunningServer, thinking_model: Path
+) -> None:
+    raw = raw_reply(reasoning_server, thinking_model, USER, add_generation_prompt=True, enable_thinking=False)
+    off = chat(reasoning_server, chat_template_kwargs={"enable_thinking": False}).json()["choices"][0][
+        "message"
+    ]
+    assert off["content"] == raw and "reasoning" not in off and "reasoning_content" not in off
+    # The template variable changed the prompt (an empty think block), so it reached the template.
+    plain = chat(reasoning_server).json()
+    assert (
+        chat(reasoning_server, chat_template_kwargs={"enable_thinking": False}).json()["usage"][
+            "prompt_tokens"
+        ]
+        > plain["usage"]["prompt_tokens"]
+    )
+    assert "reasoning" not in plain["choices"][0]["message"]
+
+
+def test_streamed_reasoning_equals_the_whole_reply(reasoning_server: RunningServer) -> None:
+    client = reasoning_server.client()
+    extra = {"chat_template_kwargs": {"open_think": True}}
+    whole = client.chat.completions.create(messages=USER, extra_body=extra, **GREEDY)  # type: ignore[arg-type]
+    reasoning, content = "", ""
+    for chunk in client.chat.completions.create(messages=USER, extra_body=extra, stream=True, **GREEDY):  # type: ignore[arg-type]
+        for choice in chunk.choices:
+            fields = choice.delta.model_extra or {}
+            reasoning += fields.get("reasoning") or ""
+            assert fields.get("reasoning") == fields.get("reasoning_content")
+            content += choice.delta.content or ""
+    message = whole.choices[0].message
+    assert reasoning == (message.model_extra or {})["reasoning"] and reasoning
+    assert content == (message.content or "")
+
+
+def test_include_reasoning_false_drops_it(reasoning_server: RunningServer) -> None:
+    response = chat(reasoning_server, chat_template_kwargs={"open_think": True}, include_reasoning=False)
+    message = response.json()["choices"][0]["message"]
+    assert "reasoning" not in message and "reasoning_content" not in message
+    assert message["content"] is None  # the whole reply was reasoning
+
+
+def test_without_a_parser_the_reply_stays_whole(plain_server: RunningServer, thinking_model: Path) -> None:
+    raw = raw_reply(plain_server, thinking_model, USER, add_generation_prompt=True, open_think=True)
+    message = chat(plain_server, chat_template_kwargs={"open_think": True}).json()["choices"][0]["message"]
+    assert message["content"] == raw and "reasoning" not in message
+
+
+def test_continue_final_message_prefills_the_reply(
+    reasoning_server: RunningServer, thinking_model: Path
+) -> None:
+    prefill = [*USER, {"role": "assistant", "content": "<think>\nTwo and two"}]
+    raw = raw_reply(reasoning_server, thinking_model, prefill, continue_final_message=True)
+    response = chat(reasoning_server, messages=prefill, continue_final_message=True)
+    assert response.status_code == 200, response.text
+    # The prefill left the think block open: the continuation is reasoning.
+    assert (
+        response.json()["choices"][0]["message"]["reasoning"] == split_reasoning(raw, opened=True).reasoning
+    )
+
+
+def test_earlier_reasoning_reaches_the_template(reasoning_server: RunningServer) -> None:
+    turn = {"role": "assistant", "content": "4."}
+    history = [*USER, turn, {"role": "user", "content": "And 3 + 3?"}]
+    bare = chat(reasoning_server, messages=history).json()["usage"]["prompt_tokens"]
+    for field in ("reasoning", "reasoning_content"):
+        replayed = [*USER, {**turn, field: "Two plus two is four."}, history[-1]]
+        assert chat(reasoning_server, messages=replayed).json()["usage"]["prompt_tokens"] > bare
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"continue_final_message": True, "add_generation_prompt": True}, "continue_final_message"),
+        ({"continue_final_message": True}, "messages"),  # the final message is the user's
+        ({"chat_template_kwargs": {"tokenize": False}}, "chat_template_kwargs"),
+        ({"chat_template_kwargs": {"messages": []}}, "chat_template_kwargs"),
+        ({"chat_template_kwargs": ["enable_thinking"]}, "chat_template_kwargs"),
+    ],
+)
+def test_bad_template_options_are_400(
+    reasoning_server: RunningServer, body: dict[str, Any], param: str
+) -> None:
+    response = chat(reasoning_server, **body)
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["param"] == param
+
+
+def test_parser_names_match_the_cli() -> None:
+    assert CLI_PARSERS == REASONING_PARSERS
