@@ -38,6 +38,10 @@ from switchyard.server.responses_protocol import (
     OutputItemEvent,
     OutputMessage,
     OutputText,
+    ReasoningDeltaEvent,
+    ReasoningDoneEvent,
+    ReasoningItem,
+    ReasoningText,
     ResponseEvent,
     ResponseObject,
     ResponsesRequest,
@@ -70,7 +74,10 @@ def response_of_completion(body: ResponsesRequest, completion: ChatCompletionRes
     items: list[OutputItem] = []
     content = choice.message.content or ""
     calls = choice.message.tool_calls or []
-    if content or not calls:
+    reasoning = choice.message.reasoning
+    if reasoning is not None:
+        items.append(_reasoning(_item_id("rs", completion.id, 0), reasoning, "completed"))
+    if content or not (calls or reasoning is not None):
         items.append(_message(_item_id("msg", completion.id, 0), content, "completed"))
     for call in calls:
         item_id = _item_id("fc", completion.id, len(items))
@@ -161,6 +168,10 @@ def _message(item_id: str, text: str, status: ItemStatus) -> OutputMessage:
     return OutputMessage(id=item_id, status=status, content=[OutputText(text=text)])
 
 
+def _reasoning(item_id: str, text: str, status: ItemStatus) -> ReasoningItem:
+    return ReasoningItem(id=item_id, status=status, content=[ReasoningText(text=text)])
+
+
 def _call(item_id: str, call_id: str, name: str, arguments: str, status: ItemStatus) -> FunctionCallItem:
     return FunctionCallItem(id=item_id, status=status, call_id=call_id, name=name, arguments=arguments)
 
@@ -193,6 +204,8 @@ class StreamTranslator:
             events.append(self._lifecycle("response.in_progress", None))
         for choice in chunk.choices:  # one choice: a Responses request has no `n`
             delta = choice.delta
+            if delta.reasoning:
+                events += self._reasoning(delta.reasoning)
             if delta.content:
                 events += self._text(delta.content)
             for piece in delta.tool_calls or []:
@@ -252,6 +265,27 @@ class StreamTranslator:
             )
         return events
 
+    def _reasoning(self, text: str) -> list[StreamEvent]:
+        events: list[StreamEvent] = []
+        if not isinstance(self._open, ReasoningItem):
+            events += self._close("completed")
+            events += self._add(
+                _reasoning(_item_id("rs", self._chat_id, len(self._items)), "", "in_progress")
+            )
+        item = self._open
+        assert isinstance(item, ReasoningItem)
+        item.content[0].text += text
+        events.append(
+            ReasoningDeltaEvent(
+                sequence_number=self._next(),
+                item_id=item.id,
+                output_index=len(self._items) - 1,
+                content_index=0,
+                delta=text,
+            )
+        )
+        return events
+
     def _open_call(self, call_id: str, name: str) -> list[StreamEvent]:
         events = self._close("completed")
         item = _call(_item_id("fc", self._chat_id, len(self._items)), call_id, name, "", "in_progress")
@@ -307,6 +341,16 @@ class StreamTranslator:
                     output_index=index,
                     content_index=0,
                     part=OutputText(text=text),
+                )
+            )
+        elif isinstance(item, ReasoningItem):
+            events.append(
+                ReasoningDoneEvent(
+                    sequence_number=self._next(),
+                    item_id=item.id,
+                    output_index=index,
+                    content_index=0,
+                    text=item.content[0].text,
                 )
             )
         else:

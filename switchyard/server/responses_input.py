@@ -96,18 +96,23 @@ def input_messages(raw: Any, instructions: str | None) -> list[dict[str, Any]]:
     if not isinstance(raw, list) or not raw:
         raise InvalidRequestError("input must be a string or a non-empty list of input items", param="input")
     call_ids: set[str] = set()
+    reasoning: list[str] = []
+    """Reasoning items waiting for the assistant turn they belong to (they come right before it)."""
     for index, item in enumerate(raw):
         where = f"input[{index}]"
         if not isinstance(item, dict):
             raise InvalidRequestError(f"{where} must be an object", param=where)
         kind = item.get("type", "message")
+        if kind == "reasoning":
+            reasoning.append(_reasoning_of(item, where))
+            continue
         if kind == "message":
             messages.append(_message_of(item, where))
         elif kind == "function_call":
             call = _function_call_of(item, where)
             call_ids.add(call["id"])
             previous = messages[-1] if messages else None
-            if previous is not None and previous["role"] == "assistant":
+            if previous is not None and previous["role"] == "assistant" and not reasoning:
                 previous.setdefault("tool_calls", []).append(call)  # one assistant turn: its text and calls
             else:
                 messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
@@ -115,10 +120,30 @@ def input_messages(raw: Any, instructions: str | None) -> list[dict[str, Any]]:
             messages.append(_function_output_of(item, where, call_ids))
         else:
             raise InvalidRequestError(
-                f"{where}.type {kind!r} is not supported; use message, function_call or function_call_output",
+                f"{where}.type {kind!r} is not supported; use message, function_call, function_call_output "
+                "or reasoning",
                 param=f"{where}.type",
             )
+        if reasoning and messages[-1]["role"] == "assistant":
+            messages[-1]["reasoning"] = "".join(reasoning)  # replayed by templates that show past reasoning
+        reasoning = []
     return messages
+
+
+def _reasoning_of(item: dict[str, Any], where: str) -> str:
+    """A reasoning item's text (its reasoning_text parts; summaries and encrypted content carry none we use)."""
+    content = item.get("content") or []
+    if not isinstance(content, list):
+        raise InvalidRequestError(
+            f"{where}.content must be a list of reasoning_text parts", param=f"{where}.content"
+        )
+    texts = []
+    for index, part in enumerate(content):
+        if not isinstance(part, dict) or not isinstance(part.get("text"), str):
+            place = f"{where}.content[{index}]"
+            raise InvalidRequestError(f"{place} must be a reasoning_text part with text", param=place)
+        texts.append(part["text"])
+    return "".join(texts)
 
 
 def _message_of(item: dict[str, Any], where: str) -> dict[str, Any]:

@@ -96,7 +96,22 @@ class FunctionCallItem(_Response):
     arguments: str
 
 
-OutputItem = OutputMessage | FunctionCallItem
+class ReasoningText(_Response):
+    type: Literal["reasoning_text"] = "reasoning_text"
+    text: str
+
+
+class ReasoningItem(_Response):
+    """A reasoning model's <think> text (with the server's --reasoning-parser), before the answer's items."""
+
+    id: str
+    type: Literal["reasoning"] = "reasoning"
+    status: ItemStatus
+    summary: list[Any] = Field(default_factory=list)
+    content: list[ReasoningText]
+
+
+OutputItem = OutputMessage | FunctionCallItem | ReasoningItem
 
 
 class InputTokensDetails(_Response):
@@ -208,8 +223,28 @@ class ArgumentsDoneEvent(_Response):
     arguments: str
 
 
+class ReasoningDeltaEvent(_Response):
+    type: Literal["response.reasoning_text.delta"] = "response.reasoning_text.delta"
+    sequence_number: int
+    item_id: str
+    output_index: int
+    content_index: int
+    delta: str
+
+
+class ReasoningDoneEvent(_Response):
+    type: Literal["response.reasoning_text.done"] = "response.reasoning_text.done"
+    sequence_number: int
+    item_id: str
+    output_index: int
+    content_index: int
+    text: str
+
+
 StreamEvent = (
     ResponseEvent
+    | ReasoningDeltaEvent
+    | ReasoningDoneEvent
     | OutputItemEvent
     | ContentPartEvent
     | TextDeltaEvent

@@ -18,33 +18,54 @@ from transformers import AutoTokenizer
 from switchyard.cli import REASONING_PARSERS as CLI_PARSERS
 from switchyard.reasoning import REASONING_PARSERS, split_reasoning
 
+
 # ChatML whose generation prompt follows the reasoning switches of real templates: Qwen3's
 # `enable_thinking: false` writes an empty think block, and `open_think` ends the prompt inside one, as
 # DeepSeek-R1's and Qwen3-Thinking-2507's templates do. An assistant turn replays its reasoning_content.
-THINKING_TEMPLATE = (
-    "{% for message in messages %}<|im_start|>{{ message['role'] }}{{ '\\n' }}"
-    "{% if message['role'] == 'assistant' and message['reasoning_content'] %}"
-    "<think>{{ '\\n' }}{{ message['reasoning_content'] }}{{ '\\n' }}</think>{{ '\\n\\n' }}{% endif %}"
-    "{{ message['content'] or '' }}"
-    "{% if not (loop.last and message['role'] == 'assistant') %}<|im_end|>{{ '\\n' }}{% endif %}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant{{ '\\n' }}"
-    "{% if enable_thinking is defined and not enable_thinking %}<think>{{ '\\n\\n' }}</think>{{ '\\n\\n' }}"
-    "{% elif open_think %}<think>{{ '\\n' }}{% endif %}{% endif %}"
-)
+def thinking_template(open_by_default: bool = False) -> str:
+    """The template; `open_by_default` ends every generation prompt inside <think> (DeepSeek-R1's way)."""
+    opens = "open_think is not defined or open_think" if open_by_default else "open_think"
+    return (
+        "{% for message in messages %}<|im_start|>{{ message['role'] }}{{ '\\n' }}"
+        "{% if message['role'] == 'assistant' and message['reasoning_content'] %}"
+        "<think>{{ '\\n' }}{{ message['reasoning_content'] }}{{ '\\n' }}</think>{{ '\\n\\n' }}{% endif %}"
+        "{{ message['content'] or '' }}"
+        "{% if not (loop.last and message['role'] == 'assistant') %}<|im_end|>{{ '\\n' }}{% endif %}"
+        "{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant{{ '\\n' }}"
+        "{% if enable_thinking is defined and not enable_thinking %}<think>{{ '\\n\\n' }}</think>{{ '\\n\\n' }}"
+        f"{{% elif {opens} %}}<think>{{{{ '\\n' }}}}{{% endif %}}{{% endif %}}"
+    )
+
+
 USER = [{"role": "user", "content": "What is 2 + 2?"}]
 GREEDY: dict[str, Any] = {"model": MODEL, "max_tokens": 12, "temperature": 0}
 
 
-@pytest.fixture(scope="module")
-def thinking_model(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("thinking")
+def with_template(tiny_model_dir: Path, folder: Path, template: str) -> Path:
     shutil.copytree(tiny_model_dir, folder, dirs_exist_ok=True)
     config_path = folder / "tokenizer_config.json"
     config = json.loads(config_path.read_text())
-    config["chat_template"] = THINKING_TEMPLATE
+    config["chat_template"] = template
     config_path.write_text(json.dumps(config))
     return folder
+
+
+@pytest.fixture(scope="module")
+def thinking_model(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return with_template(tiny_model_dir, tmp_path_factory.mktemp("thinking"), thinking_template())
+
+
+@pytest.fixture(scope="module")
+def r1_server(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    """Every reply starts inside its reasoning, as with DeepSeek-R1: what the Responses API tests need, whose
+    requests carry no template variables."""
+    folder = with_template(
+        tiny_model_dir, tmp_path_factory.mktemp("r1"), thinking_template(open_by_default=True)
+    )
+    running = start_server(folder, reasoning_parser="deepseek_r1")
+    yield running
+    running.stop()
 
 
 @pytest.fixture(scope="module")
@@ -179,3 +200,55 @@ def test_bad_template_options_are_400(
 
 def test_parser_names_match_the_cli() -> None:
     assert CLI_PARSERS == REASONING_PARSERS
+
+
+def test_responses_returns_a_reasoning_item(r1_server: RunningServer) -> None:
+    client = r1_server.client()
+    chat_reply = client.chat.completions.create(messages=USER, **GREEDY)  # type: ignore[arg-type]
+    reasoning = (chat_reply.choices[0].message.model_extra or {})["reasoning"]
+    response = client.responses.create(
+        model=MODEL, input="What is 2 + 2?", max_output_tokens=12, temperature=0
+    )
+    item = response.output[0]
+    assert item.type == "reasoning" and item.content is not None
+    assert item.content[0].type == "reasoning_text" and item.content[0].text == reasoning
+    # Cut by max_output_tokens while still reasoning: no answer item, the reasoning is the incomplete one.
+    assert len(response.output) == 1 and response.status == "incomplete" and item.status == "incomplete"
+
+
+def test_responses_streams_reasoning_events(r1_server: RunningServer) -> None:
+    client = r1_server.client()
+    whole = client.responses.create(model=MODEL, input="What is 2 + 2?", max_output_tokens=12, temperature=0)
+    deltas, done, final = [], [], None
+    for event in client.responses.create(
+        model=MODEL, input="What is 2 + 2?", max_output_tokens=12, temperature=0, stream=True
+    ):
+        if event.type == "response.reasoning_text.delta":
+            deltas.append(event.delta)
+        elif event.type == "response.reasoning_text.done":
+            done.append(event.text)
+        elif event.type in ("response.completed", "response.incomplete"):
+            final = event.response
+    assert final is not None
+    text = whole.output[0].content[0].text  # type: ignore[union-attr]
+    assert "".join(deltas) == done[0] == text
+    assert final.output[0].content[0].text == text  # type: ignore[union-attr]
+
+
+def test_responses_input_reasoning_items_reach_the_template(r1_server: RunningServer) -> None:
+    client = r1_server.client()
+    turn = [
+        {"role": "user", "content": "What is 2 + 2?"},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "4."}]},
+        {"role": "user", "content": "And 3 + 3?"},
+    ]
+    thought = {
+        "type": "reasoning",
+        "id": "rs_1",
+        "summary": [],
+        "content": [{"type": "reasoning_text", "text": "Two plus two."}],
+    }
+    bare = client.responses.create(model=MODEL, input=turn, max_output_tokens=1)  # type: ignore[arg-type]
+    replayed = client.responses.create(model=MODEL, input=[turn[0], thought, *turn[1:]], max_output_tokens=1)  # type: ignore[arg-type]
+    assert replayed.usage is not None and bare.usage is not None
+    assert replayed.usage.input_tokens > bare.usage.input_tokens
