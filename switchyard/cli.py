@@ -7,7 +7,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-TOOL_CALL_FORMATS = ("hermes", "llama3_json")
+TOOL_CALL_FORMATS = ("hermes", "llama3_json", "mistral")
 """switchyard.tool_calling's registered formats (listed here so `--help` need not import the engine; tested)."""
 REASONING_PARSERS = ("think", "qwen3", "deepseek_r1")
 """switchyard.reasoning's parser names (here for the same reason; tested)."""

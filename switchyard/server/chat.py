@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from fastapi import Request
 from fastapi.responses import Response
@@ -92,6 +93,10 @@ async def create_chat_completion(
         await engine.compile_grammar(constraint)  # 400 for a bad schema, before anything is queued
         params.structured_outputs = constraint
     messages = [m.for_template() for m in body.messages]
+    if state.tool_format.template_call_id is not None:  # a template that accepts only its own call ids
+        _rewrite_call_ids(messages, state.tool_format.template_call_id)
+    if tool_format is not None and state.tool_trigger_is_special:
+        params.skip_special_tokens = False  # the trigger is a special token: the parser must see it
     # On the text thread: a long conversation takes seconds to tokenize, which must stall neither the event
     # loop nor the engine's steps.
     prompt = await engine.text.render_chat(messages, tools=body.tools, **body.template_options())
@@ -295,6 +300,16 @@ class _ChatReply:
         return TopLogprob(
             token=tokens.text(token_id), logprob=max(logprob, MIN_LOGPROB), bytes=tokens.bytes(token_id)
         )
+
+
+def _rewrite_call_ids(messages: list[dict[str, Any]], rewrite: Callable[[str], str]) -> None:
+    """Call ids in the assistant's calls and in the tool results answering them, as the template wants them."""
+    for message in messages:
+        for call in message.get("tool_calls") or []:
+            if isinstance(call.get("id"), str):
+                call["id"] = rewrite(call["id"])
+        if isinstance(message.get("tool_call_id"), str):
+            message["tool_call_id"] = rewrite(message["tool_call_id"])
 
 
 def _usage_so_far(output: RequestOutput, completion: CompletionOutput) -> Usage:

@@ -77,6 +77,12 @@ class ServerState:
             return get_format(self.settings.tool_call_parser)
         return detect_format(getattr(self.engine.tokenizer, "chat_template", None))
 
+    @functools.cached_property
+    def tool_trigger_is_special(self) -> bool:
+        """Whether the tool-call trigger is a special token (Mistral's [TOOL_CALLS]), which replies must keep."""
+        added = getattr(self.engine.tokenizer, "added_tokens_decoder", None) or {}
+        return any(token.special and token.content == self.tool_format.trigger for token in added.values())
+
     @property
     def model_name(self) -> str:
         return self.settings.served_model_names[0]

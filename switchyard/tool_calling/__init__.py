@@ -13,7 +13,7 @@ from switchyard.tool_calling.grammar import tool_call_structure
 from switchyard.tool_calling.tools import FunctionTool, ToolChoice, parse_tool_choice, parse_tools
 
 # Formats register themselves on import.
-from switchyard.tool_calling import hermes, llama3_json  # noqa: F401  isort: skip
+from switchyard.tool_calling import hermes, llama3_json, mistral  # noqa: F401  isort: skip
 
 __all__ = [
     "FunctionTool",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import regex
@@ -35,6 +36,14 @@ class ToolCallFormat:
     """Between two calls in one turn (tool_choice "required" or a named tool)."""
     template_markers: tuple[str, ...] = ()
     """Substrings of a chat template that mark it as using this format."""
+    next_call: str | None = None
+    """Regex from the end of one call's arguments to the first character of the next call's, for formats that
+    list several calls after one trigger (Mistral's JSON list); group `name` as in `header`."""
+    new_call_id: Callable[[], str] = field(default=lambda: f"call_{uuid.uuid4().hex[:24]}")
+    """A fresh id for a parsed call."""
+    template_call_id: Callable[[str], str] | None = None
+    """Rewrites the call ids of a conversation into what the chat template accepts (Mistral's demand nine
+    letters and digits and raise otherwise); None passes them as the client sent them."""
 
     def call_begin(self, name: str) -> str:
         return self.begin_template.replace("{name}", name)
@@ -123,6 +132,7 @@ class ToolCallParser:
         self.format = fmt
         self._header = regex.compile(fmt.header, regex.DOTALL)
         self._tail = regex.compile(fmt.tail, regex.DOTALL)
+        self._next_call = regex.compile(fmt.next_call, regex.DOTALL) if fmt.next_call else None
         self._buffer = ""
         self._state = "text"
         self._scanner = JsonValueScanner()
@@ -145,15 +155,21 @@ class ToolCallParser:
         events: list[ParserEvent] = []
         if self._state == "tail":  # a whole tail that could have gone on (an optional `;`), or a cut one
             tail = self._tail.match(self._buffer)
+            listed = self._next_call is not None and self._next_call.match(self._buffer, partial=True)
             if tail is None:
                 self._buffer = ""  # the start of a closing tag, not content
+                if listed:  # the call was whole and the next one in its list was cut before its arguments
+                    self.calls[-1].complete = True
+                    self._cut_call = True
             self._end_call(tail)
             while self._step(events):
                 pass
         if self._state == "text" and self._buffer and not truncated:
             self._emit_content(self._buffer, events)
-        self._cut_call = self._state == "header" or (
-            self._state == "text" and truncated and bool(self._buffer)
+        self._cut_call = (
+            self._cut_call
+            or self._state == "header"
+            or (self._state == "text" and truncated and bool(self._buffer))
         )
         self._buffer = ""
         return events
@@ -194,19 +210,13 @@ class ToolCallParser:
                 return (
                     False  # the header matched, but whitespace may continue: wait for the value's first char
                 )
-            try:
-                name = json.loads('"' + match.group("name") + '"')
-            except ValueError:  # a name with a broken escape: no call of any tool, so plain text
+            name = _json_name(match.group("name"))
+            if name is None:  # a name with a broken escape: no call of any tool, so plain text
                 self._emit_content(self.format.trigger, events)
                 self._buffer = buffer[len(self.format.trigger) :]
                 self._state = "text"
                 return True
-            call = ToolCall(id=f"call_{uuid.uuid4().hex[:24]}", name=name, arguments="")
-            self.calls.append(call)
-            events.append(CallStarted(len(self.calls) - 1, call.id, name))
-            self._buffer = buffer[match.end() :]
-            self._scanner = JsonValueScanner()
-            self._state = "arguments"
+            self._start_call(name, match.end(), events)
             return True
         if self._state == "arguments":
             used = self._scanner.feed(buffer)
@@ -218,12 +228,31 @@ class ToolCallParser:
                 self._state = "tail"
                 return True
             return False
-        # tail
+        # tail, or in a listing format the next call of the list
+        if self._next_call is not None:
+            listed = self._next_call.match(buffer, partial=True)
+            if listed is not None:
+                if listed.partial or listed.end() == len(buffer):
+                    return False  # wait for the next call's name, or its arguments' first character
+                name = _json_name(listed.group("name"))
+                if name is not None:
+                    self.calls[-1].complete = True
+                    self._start_call(name, listed.end(), events)
+                    return True
         match = self._tail.match(buffer, partial=True)
         if match is not None and (match.partial or match.end() == len(buffer)):
             return False  # the tail may go on (whitespace, an optional `;`): wait, or let finish() end it
         self._end_call(match)
         return True
+
+    def _start_call(self, name: str, arguments_at: int, events: list[ParserEvent]) -> None:
+        """A call of `name` whose arguments start at `arguments_at` in the buffer."""
+        call = ToolCall(id=self.format.new_call_id(), name=name, arguments="")
+        self.calls.append(call)
+        events.append(CallStarted(len(self.calls) - 1, call.id, name))
+        self._buffer = self._buffer[arguments_at:]
+        self._scanner = JsonValueScanner()
+        self._state = "arguments"
 
     def _end_call(self, tail: regex.Match[str] | None) -> None:
         """Leave the call whose arguments ended; `tail` is its closing text, None when it is missing."""
@@ -240,6 +269,14 @@ class ToolCallParser:
         if text:
             self._content.append(text)
             events.append(ContentDelta(text))
+
+
+def _json_name(escaped: str) -> str | None:
+    """A call's name as written inside JSON quotes; None when its escapes are broken."""
+    try:
+        return str(json.loads('"' + escaped + '"'))
+    except ValueError:
+        return None
 
 
 def _partial_suffix(text: str, marker: str) -> int:
