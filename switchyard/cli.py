@@ -31,6 +31,11 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
         choices=KV_CACHE_DTYPE_NAMES,
         help="storage dtype of KV cache entries (auto: the model's; fp8 = fp8_e4m3, scale 1)",
     )
+    group.add_argument(
+        "--chat-template",
+        default=None,
+        help="a Jinja chat template, or a file holding one, instead of the tokenizer's",
+    )
     group.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto")
     group.add_argument("--block-size", type=int, default=16, help="tokens per KV cache block")
     group.add_argument("--max-model-len", type=int, default=None, help="context length to serve")
@@ -106,6 +111,7 @@ def engine_config_from_args(args: argparse.Namespace):  # type: ignore[no-untype
 
     return EngineConfig(
         model=args.model,
+        chat_template=args.chat_template,
         dtype=args.dtype,
         kv_cache_dtype=args.kv_cache_dtype,
         device=args.device,

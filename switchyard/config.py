@@ -18,6 +18,9 @@ class EngineConfig:
     """A bundled model name or a Hugging Face model folder."""
     tokenizer: str | None = None
     """Tokenizer folder when it differs from the model folder."""
+    chat_template: str | None = None
+    """A Jinja chat template, or a file holding one, used instead of the tokenizer's (for models without one,
+    or to change how conversations and tools are rendered)."""
     dtype: str = "auto"
     """float32, bfloat16, float16, or auto: the checkpoint's dtype, widened to float32 on a CPU without native
     bf16 (`models.cpu_bf16`)."""

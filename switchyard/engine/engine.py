@@ -60,7 +60,12 @@ from switchyard.models.cpu_bf16 import auto_dtype, cpu_has_native_bf16
 from switchyard.models.kv_cache_dtype import resolve_kv_cache_dtype
 from switchyard.models.loader import load_model, parse_dtype
 from switchyard.models.packed_linear import can_pack, pack_linear_layers
-from switchyard.models.tokenizer import eos_token_ids, load_generation_defaults, load_tokenizer
+from switchyard.models.tokenizer import (
+    eos_token_ids,
+    load_chat_template,
+    load_generation_defaults,
+    load_tokenizer,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -131,6 +136,8 @@ class LLMEngine:
         self.tokenizer = None
         if not config.skip_tokenizer:
             self.tokenizer = load_tokenizer(Path(config.tokenizer) if config.tokenizer else folder)
+            if config.chat_template is not None:
+                self.tokenizer.chat_template = load_chat_template(config.chat_template)
         generation = load_generation_defaults(folder)
         self.eos_token_ids = eos_token_ids(self.tokenizer, arch.eos_token_ids, generation)
         self.generation_defaults = generation

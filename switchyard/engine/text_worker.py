@@ -48,10 +48,10 @@ class TextWorker:
             template_kwargs=template_kwargs,
         )
 
-    async def encode(self, text: str) -> list[int]:
-        """Token ids of a text prompt, special tokens added as the engine adds them."""
+    async def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        """Token ids of a text prompt, special tokens added as the engine adds them (unless told not to)."""
         tokenizer = self._require()
-        return await self._run(lambda: list(tokenizer.encode(text, add_special_tokens=True)))
+        return await self._run(lambda: list(tokenizer.encode(text, add_special_tokens=add_special_tokens)))
 
     async def decode(self, token_ids: Sequence[int]) -> str:
         return await self._run(self._require().decode, list(token_ids))

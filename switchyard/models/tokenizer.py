@@ -48,6 +48,25 @@ def load_tokenizer(folder: str | os.PathLike[str]) -> transformers.PreTrainedTok
         ) from error
 
 
+def load_chat_template(value: str) -> str:
+    """A chat template given as a file path or as the Jinja text itself (as vLLM's `--chat-template` takes it);
+    a missing file or a template Jinja cannot parse is a ModelLoadError, raised at start, not per request."""
+    path = Path(value)
+    looks_like_template = "{{" in value or "{%" in value
+    if not looks_like_template:
+        try:
+            value = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            raise ModelLoadError(
+                f"chat template is neither a readable file nor a Jinja template: {error}", path=str(path)
+            ) from error
+    try:
+        jinja2.Environment().parse(value)
+    except jinja2.TemplateSyntaxError as error:
+        raise ModelLoadError(f"chat template does not parse: line {error.lineno}: {error.message}") from error
+    return value
+
+
 @dataclass(frozen=True)
 class GenerationDefaults:
     """The model author's sampling defaults from generation_config.json; None where the file says nothing."""

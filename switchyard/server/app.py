@@ -29,10 +29,18 @@ from switchyard.server.chat import create_chat_completion
 from switchyard.server.completions import create_completion
 from switchyard.server.errors import AuthenticationError, ModelNotFoundError, describe
 from switchyard.server.metrics import CONTENT_TYPE, ServerMetrics
-from switchyard.server.protocol import ChatCompletionRequest, CompletionRequest, ModelCard, ModelList
+from switchyard.server.protocol import (
+    ChatCompletionRequest,
+    CompletionRequest,
+    DetokenizeRequest,
+    ModelCard,
+    ModelList,
+    TokenizeRequest,
+)
 from switchyard.server.responses import create_response
 from switchyard.server.responses_protocol import ResponsesRequest
 from switchyard.server.state import ServerSettings, ServerState
+from switchyard.server.tokenize import detokenize, tokenize
 
 
 def build_app(engine: AsyncLLMEngine, settings: ServerSettings) -> FastAPI:
@@ -113,7 +121,7 @@ def _openai_routes(state: ServerState) -> APIRouter:
 
 
 def _operations_routes(state: ServerState) -> APIRouter:
-    """Routes for operators and load balancers; they need no API key."""
+    """Routes for operators and load balancers (no API key), and vLLM's tokenizer routes (the key's, if set)."""
     router = APIRouter()
 
     @router.get("/health", response_model=None)
@@ -128,6 +136,15 @@ def _operations_routes(state: ServerState) -> APIRouter:
     async def metrics() -> Response:
         return Response(content=state.metrics.render(), media_type=CONTENT_TYPE)
 
+    @router.post("/tokenize", response_model=None)
+    async def tokenize_route(body: TokenizeRequest) -> Response:
+        """vLLM's: a prompt's or a conversation's token ids, counted as the engine would get them."""
+        return _json(await tokenize(body, state))
+
+    @router.post("/detokenize", response_model=None)
+    async def detokenize_route(body: DetokenizeRequest) -> Response:
+        return _json(await detokenize(body, state))
+
     @router.get("/version", response_model=None)
     async def version() -> Response:
         return JSONResponse({"version": __version__})
@@ -135,8 +152,12 @@ def _operations_routes(state: ServerState) -> APIRouter:
     return router
 
 
+PROTECTED_PATHS = ("/v1", "/tokenize", "/detokenize")
+"""Routes that need the API key when one is set: everything that reaches the model or its tokenizer."""
+
+
 class _ApiKeyMiddleware:
-    """Requires `Authorization: Bearer <key>` on /v1 routes, before the body is even read.
+    """Requires `Authorization: Bearer <key>` on /v1 and the tokenizer routes, before the body is even read.
 
     A plain ASGI middleware rather than a FastAPI dependency, because dependencies run after the body is
     parsed: an unauthenticated client would learn whether its JSON was valid before being refused.
@@ -147,7 +168,7 @@ class _ApiKeyMiddleware:
         self._keys = [(key.encode(), tenant) for key, tenant in keys.items()]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"].startswith("/v1"):
+        if scope["type"] == "http" and scope["path"].startswith(PROTECTED_PATHS):
             tenant = self._tenant(scope)
             if tenant is None:
                 info = describe(

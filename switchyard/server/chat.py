@@ -40,6 +40,7 @@ from switchyard.server.protocol import (
     ChatCompletionResponse,
     ChatDelta,
     ChatLogprobs,
+    ChatMessage,
     ChatResponseMessage,
     ChatTokenLogprob,
     DeltaFunctionCall,
@@ -92,14 +93,9 @@ async def create_chat_completion(
         _check_compatible(params, whole_reply=whole_reply)
         await engine.compile_grammar(constraint)  # 400 for a bad schema, before anything is queued
         params.structured_outputs = constraint
-    messages = [m.for_template() for m in body.messages]
-    if state.tool_format.template_call_id is not None:  # a template that accepts only its own call ids
-        _rewrite_call_ids(messages, state.tool_format.template_call_id)
     if tool_format is not None and state.tool_trigger_is_special:
         params.skip_special_tokens = False  # the trigger is a special token: the parser must see it
-    # On the text thread: a long conversation takes seconds to tokenize, which must stall neither the event
-    # loop nor the engine's steps.
-    prompt = await engine.text.render_chat(messages, tools=body.tools, **body.template_options())
+    prompt = await render_conversation(state, body.messages, body.tools, body.template_options())
     # A grammar over the whole reply leaves no room for reasoning: such a reply is all answer.
     reasoning = None
     if state.settings.reasoning_parser is not None and not whole_reply:
@@ -133,6 +129,21 @@ class _Reasoning:
     """The prompt ends inside a <think> block: replies start in their reasoning."""
     include: bool
     """The request's include_reasoning: False drops the reasoning from the reply."""
+
+
+async def render_conversation(
+    state: ServerState,
+    messages: Sequence[ChatMessage],
+    tools: list[dict[str, Any]] | None,
+    options: dict[str, Any],
+) -> list[int]:
+    """The prompt token ids of a conversation, as the chat endpoint sends it to the engine (`options`: from
+    `chat_template_options`). On the text thread: a long conversation takes seconds to tokenize, which must
+    stall neither the event loop nor the engine's steps."""
+    rendered = [m.for_template() for m in messages]
+    if state.tool_format.template_call_id is not None:  # a template that accepts only its own call ids
+        _rewrite_call_ids(rendered, state.tool_format.template_call_id)
+    return await state.engine.text.render_chat(rendered, tools=tools, **options)
 
 
 class _ChatReply:

@@ -9,7 +9,7 @@ names the field (`stop`) instead of a union branch (`stop.list[str]`).
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import (
     BaseModel,
@@ -141,6 +141,38 @@ class ChatMessage(_Request):
         return message
 
 
+class _ConversationFields(Protocol):
+    messages: list[ChatMessage]
+    add_generation_prompt: bool
+    continue_final_message: bool
+    chat_template_kwargs: dict[str, Any] | None
+    model_fields_set: set[str]
+
+
+def chat_template_options(request: _ConversationFields) -> dict[str, Any]:
+    """Keyword arguments for `render_chat`: the generation prompt or a continued final message, and the
+    template's extra variables. continue_final_message alone turns the generation prompt off (vLLM asks for both
+    flags); asking for both explicitly is a 400."""
+    generation_prompt = request.add_generation_prompt
+    if request.continue_final_message:
+        if generation_prompt and "add_generation_prompt" in request.model_fields_set:
+            raise InvalidRequestError(
+                "continue_final_message and add_generation_prompt cannot both be true: the reply either "
+                "continues the final message or starts a new one",
+                param="continue_final_message",
+            )
+        if request.messages[-1].role != "assistant":
+            raise InvalidRequestError(
+                "continue_final_message needs the final message to be the assistant's", param="messages"
+            )
+        generation_prompt = False
+    return {
+        "add_generation_prompt": generation_prompt,
+        "continue_final_message": request.continue_final_message,
+        "template_kwargs": dict(request.chat_template_kwargs or {}),
+    }
+
+
 class _SamplingRequest(_Request):
     """Fields shared by chat and completions requests, with vLLM's extras."""
 
@@ -268,27 +300,7 @@ class ChatCompletionRequest(_SamplingRequest):
         return self.max_completion_tokens if self.max_completion_tokens is not None else self.max_tokens
 
     def template_options(self) -> dict[str, Any]:
-        """Keyword arguments for `render_chat`: the generation prompt or a continued final message, and the
-        template's extra variables. continue_final_message alone turns the generation prompt off (vLLM asks
-        for both flags); asking for both explicitly is a 400."""
-        generation_prompt = self.add_generation_prompt
-        if self.continue_final_message:
-            if generation_prompt and "add_generation_prompt" in self.model_fields_set:
-                raise InvalidRequestError(
-                    "continue_final_message and add_generation_prompt cannot both be true: the reply either "
-                    "continues the final message or starts a new one",
-                    param="continue_final_message",
-                )
-            if self.messages[-1].role != "assistant":
-                raise InvalidRequestError(
-                    "continue_final_message needs the final message to be the assistant's", param="messages"
-                )
-            generation_prompt = False
-        return {
-            "add_generation_prompt": generation_prompt,
-            "continue_final_message": self.continue_final_message,
-            "template_kwargs": dict(self.chat_template_kwargs or {}),
-        }
+        return chat_template_options(self)
 
     def resolved_logprobs(self) -> int | None:
         if self.top_logprobs is not None and not self.logprobs:
@@ -509,3 +521,35 @@ class ErrorDetail(_Response):
 
 class ErrorResponse(_Response):
     error: ErrorDetail
+
+
+# ------------------------------------------------------------------ tokenizer endpoints (vLLM's)
+class TokenizeRequest(_Request):
+    """`POST /tokenize`: a text prompt, or messages rendered as the chat endpoint renders them."""
+
+    model: str | None = None
+    prompt: str | None = None
+    messages: list[ChatMessage] | None = None
+    tools: list[dict[str, Any]] | None = None
+    add_generation_prompt: bool = True
+    continue_final_message: bool = False
+    chat_template_kwargs: dict[str, Any] | None = None
+    add_special_tokens: bool = True
+    """For a text prompt: add the tokens the model's tokenizer adds (BOS), as the completions endpoint does."""
+    return_token_strs: bool = False
+
+
+class TokenizeResponse(_Response):
+    count: int
+    max_model_len: int
+    tokens: list[int]
+    token_strs: list[str] | None = None
+
+
+class DetokenizeRequest(_Request):
+    model: str | None = None
+    tokens: list[int]
+
+
+class DetokenizeResponse(_Response):
+    prompt: str
