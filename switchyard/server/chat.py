@@ -101,6 +101,8 @@ async def create_chat_completion(
     if state.settings.reasoning_parser is not None and not whole_reply:
         tail = await engine.text.decode(prompt[-_PROMPT_TAIL_TOKENS:])
         reasoning = _Reasoning(opened=prompt_opens_reasoning(tail), include=body.include_reasoning)
+        if state.reasoning_tags_are_special:
+            params.skip_special_tokens = False  # else the splitter would never see the tags
     request_id = new_id("chatcmpl")
     stream = await state.admit(
         request_id, prompt, params, priority=body.priority, tenant=tenant_of(http_request, body.user)

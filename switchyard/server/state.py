@@ -11,7 +11,7 @@ from typing import Any
 from switchyard.engine.async_engine import AsyncLLMEngine, EngineDeadError, QueueFullError, RequestStream
 from switchyard.engine.sampling_params import SamplingParams
 from switchyard.errors import CapacityError, InvalidRequestError
-from switchyard.reasoning import check_reasoning_parser
+from switchyard.reasoning import THINK_CLOSE, THINK_OPEN, check_reasoning_parser
 from switchyard.server.errors import ModelNotFoundError, ServerDrainingError
 from switchyard.server.metrics import ServerMetrics
 from switchyard.tool_calling import ToolCallFormat, detect_format, get_format
@@ -82,6 +82,12 @@ class ServerState:
         """Whether the tool-call trigger is a special token (Mistral's [TOOL_CALLS]), which replies must keep."""
         added = getattr(self.engine.tokenizer, "added_tokens_decoder", None) or {}
         return any(token.special and token.content == self.tool_format.trigger for token in added.values())
+
+    @functools.cached_property
+    def reasoning_tags_are_special(self) -> bool:
+        """Whether <think> or </think> is a special token here, which replies must keep for the splitter."""
+        added = getattr(self.engine.tokenizer, "added_tokens_decoder", None) or {}
+        return any(token.special and token.content in (THINK_OPEN, THINK_CLOSE) for token in added.values())
 
     @property
     def model_name(self) -> str:

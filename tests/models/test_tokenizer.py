@@ -172,7 +172,9 @@ def test_render_chat_with_tools_and_tool_messages(tokenizer: transformers.PreTra
 def test_render_chat_passes_template_kwargs(tmp_path: Path) -> None:
     tokenizer = build_tokenizer(tmp_path)
     tokenizer.chat_template = "{% if enable_thinking %}think {% endif %}{{ messages[0]['content'] }}"
-    assert tokenizer.decode(render_chat(tokenizer, MESSAGES[1:], enable_thinking=True)).startswith("think ")
+    assert tokenizer.decode(
+        render_chat(tokenizer, MESSAGES[1:], template_kwargs={"enable_thinking": True})
+    ).startswith("think ")
     assert not tokenizer.decode(render_chat(tokenizer, MESSAGES[1:])).startswith("think")
 
 

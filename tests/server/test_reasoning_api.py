@@ -252,3 +252,28 @@ def test_responses_input_reasoning_items_reach_the_template(r1_server: RunningSe
     replayed = client.responses.create(model=MODEL, input=[turn[0], thought, *turn[1:]], max_output_tokens=1)  # type: ignore[arg-type]
     assert replayed.usage is not None and bare.usage is not None
     assert replayed.usage.input_tokens > bare.usage.input_tokens
+
+
+@pytest.fixture(scope="module")
+def special_tags_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    """<think> and </think> as special tokens (some tokenizers mark them so), which a reply must keep."""
+    from model_factory import build_hf_model
+    from tokenizer_factory import build_tokenizer
+
+    folder = tmp_path_factory.mktemp("special-think")
+    build_hf_model("llama", folder, seed=4, vocab_size=336)
+    tokenizer = build_tokenizer(folder, vocab_size=320)
+    tokenizer.add_special_tokens({"additional_special_tokens": ["<think>", "</think>"]})
+    tokenizer.chat_template = thinking_template(open_by_default=True)
+    tokenizer.save_pretrained(folder, save_jinja_files=False)
+    running = start_server(folder, reasoning_parser="deepseek_r1")
+    yield running
+    running.stop()
+
+
+def test_special_think_tags_still_split(special_tags_server: RunningServer) -> None:
+    close = special_tags_server.llm_engine.tokenizer.convert_tokens_to_ids("</think>")
+    response = chat(special_tags_server, max_tokens=3, logit_bias={str(close): 100})
+    message = response.json()["choices"][0]["message"]
+    # The first </think> ends the (empty) reasoning; the model, pushed to it, writes it twice more as answer.
+    assert message["reasoning"] == "" and message["content"] == "</think></think>"
