@@ -14,6 +14,7 @@ tag split across two deltas is never shown as text.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -133,6 +134,29 @@ def split_reasoning(text: str, opened: bool = False) -> SplitReply:
     answer = "".join(p.text for p in pieces if not p.reasoning)
     has_reasoning = any(p.reasoning for p in pieces) or opened or text.lstrip().startswith(THINK_OPEN)
     return SplitReply(reasoning if has_reasoning else None, answer)
+
+
+def reasoning_token_count(
+    token_ids: Sequence[int], decode: Callable[[Sequence[int]], str], opened: bool = False
+) -> int:
+    """Output tokens spent on reasoning (OpenAI's `completion_tokens_details.reasoning_tokens`): up to and
+    including the one that completes "</think>", all of them while the block never closes, 0 for a reply that
+    does not reason. `decode` must keep special tokens, so tags show whatever the tokenizer calls them."""
+    if not token_ids:
+        return 0
+    whole = decode(token_ids)
+    if not (opened or whole.lstrip().startswith(THINK_OPEN)):
+        return 0
+    if THINK_CLOSE not in whole:
+        return len(token_ids)
+    low, high = 1, len(token_ids)  # the shortest prefix whose text holds the closing tag
+    while low < high:
+        middle = (low + high) // 2
+        if THINK_CLOSE in decode(token_ids[:middle]):
+            high = middle
+        else:
+            low = middle + 1
+    return low
 
 
 def _partial_tag_length(text: str, tag: str) -> int:

@@ -30,7 +30,12 @@ from switchyard.engine.async_engine import RequestStream, RequestTimeoutError
 from switchyard.engine.sampling_params import SamplingParams
 from switchyard.engine.sequence import CompletionOutput, RequestOutput, TokenLogprob
 from switchyard.errors import InvalidRequestError
-from switchyard.reasoning import ReasoningSplitter, prompt_opens_reasoning, split_reasoning
+from switchyard.reasoning import (
+    ReasoningSplitter,
+    prompt_opens_reasoning,
+    reasoning_token_count,
+    split_reasoning,
+)
 from switchyard.server.protocol import (
     MIN_LOGPROB,
     ChatChoice,
@@ -183,8 +188,15 @@ class _ChatReply:
             created=self.created,
             model=self.model,
             choices=choices,
-            usage=Usage.of([final]),
+            usage=Usage.of([final], self._reasoning_tokens(final)),
         )
+
+    def _reasoning_tokens(self, final: RequestOutput) -> int | None:
+        """Completion tokens spent reasoning, over every choice; None without a reasoning parser."""
+        if self.reasoning is None:
+            return None
+        opened = self.reasoning.opened
+        return sum(reasoning_token_count(c.token_ids, self.tokens.decode, opened) for c in final.outputs)
 
     async def chunks(
         self, stream: RequestStream, n: int, include_usage: bool, continuous_prompt_tokens: int | None = None
@@ -215,7 +227,7 @@ class _ChatReply:
                     yield self._chunk([end])
                 raise
         if include_usage and final is not None:
-            yield self._chunk([], usage=Usage.of([final]))
+            yield self._chunk([], usage=Usage.of([final], self._reasoning_tokens(final)))
 
     def _choice(self, completion: CompletionOutput) -> ChatChoice:
         text, thought = completion.text, None

@@ -338,11 +338,24 @@ class PromptTokensDetails(_Response):
     cached_tokens: int = 0
 
 
+class CompletionTokensDetails(_Response):
+    reasoning_tokens: int
+
+
 class Usage(_Response):
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
     prompt_tokens_details: PromptTokensDetails
+    completion_tokens_details: CompletionTokensDetails | None = None
+    """With --reasoning-parser: how many of the completion tokens were reasoning (OpenAI's field)."""
+
+    @model_serializer(mode="wrap")
+    def _drop_absent_details(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        fields = handler(self)
+        if fields.get("completion_tokens_details") is None:
+            fields.pop("completion_tokens_details", None)
+        return fields
 
     @classmethod
     def so_far(cls, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> Usage:
@@ -355,10 +368,13 @@ class Usage(_Response):
         )
 
     @classmethod
-    def of(cls, outputs: list[RequestOutput]) -> Usage:
+    def of(cls, outputs: list[RequestOutput], reasoning_tokens: int | None = None) -> Usage:
         """Token counts of finished requests (several for a completions request with several prompts)."""
         prompt = sum(len(o.prompt_token_ids) for o in outputs)
         completion = sum(len(c.token_ids) for o in outputs for c in o.outputs)
+        details = (
+            None if reasoning_tokens is None else CompletionTokensDetails(reasoning_tokens=reasoning_tokens)
+        )
         return cls(
             prompt_tokens=prompt,
             completion_tokens=completion,
@@ -366,6 +382,7 @@ class Usage(_Response):
             prompt_tokens_details=PromptTokensDetails(
                 cached_tokens=sum(o.num_cached_tokens for o in outputs)
             ),
+            completion_tokens_details=details,
         )
 
 

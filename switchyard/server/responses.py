@@ -38,6 +38,7 @@ from switchyard.server.responses_protocol import (
     OutputItemEvent,
     OutputMessage,
     OutputText,
+    OutputTokensDetails,
     ReasoningDeltaEvent,
     ReasoningDoneEvent,
     ReasoningItem,
@@ -138,10 +139,14 @@ def _response(
 
 
 def _usage(usage: Usage) -> ResponseUsage:
+    details = usage.completion_tokens_details
     return ResponseUsage(
         input_tokens=usage.prompt_tokens,
         input_tokens_details=InputTokensDetails(cached_tokens=usage.prompt_tokens_details.cached_tokens),
         output_tokens=usage.completion_tokens,
+        output_tokens_details=OutputTokensDetails(
+            reasoning_tokens=details.reasoning_tokens if details else 0
+        ),
         total_tokens=usage.total_tokens,
     )
 

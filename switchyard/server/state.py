@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -158,6 +159,12 @@ class TokenTexts:
         self._byte_level = type(decoder).__name__ == "ByteLevel"
         self.text = functools.lru_cache(maxsize=1 << 16)(self._text)
         self.bytes = functools.lru_cache(maxsize=1 << 16)(self._bytes)
+
+    def decode(self, token_ids: Sequence[int]) -> str:
+        """Text of several tokens, special ones kept."""
+        if self._tokenizer is None:
+            return ""
+        return str(self._tokenizer.decode(list(token_ids), skip_special_tokens=False))
 
     def _text(self, token_id: int) -> str:
         if self._tokenizer is None:

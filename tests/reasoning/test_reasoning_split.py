@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 
 import pytest
 from hypothesis import given
@@ -13,6 +14,7 @@ from switchyard.reasoning import (
     SplitReply,
     check_reasoning_parser,
     prompt_opens_reasoning,
+    reasoning_token_count,
     split_reasoning,
 )
 
@@ -86,3 +88,17 @@ def test_parser_names() -> None:
     assert check_reasoning_parser("qwen3") == "qwen3"
     with pytest.raises(ValueError, match="deepseek_r1"):
         check_reasoning_parser("granite")
+
+
+def test_reasoning_token_count() -> None:
+    pieces = ["<think>", "Add", " 2", "</th", "ink>", "4", "."]  # a closing tag split over two tokens
+
+    def decode(ids: Sequence[int]) -> str:
+        return "".join(pieces[i] for i in ids)
+
+    ids = list(range(len(pieces)))
+    assert reasoning_token_count(ids, decode) == 5  # through the token that completes </think>
+    assert reasoning_token_count(ids[:3], decode) == 3  # still reasoning when cut
+    assert reasoning_token_count(ids[5:], decode) == 0  # an answer without reasoning
+    assert reasoning_token_count(ids[1:], decode, opened=True) == 4  # the prompt opened the block
+    assert reasoning_token_count([], decode) == 0

@@ -108,6 +108,8 @@ def test_a_prompt_that_opens_the_reasoning_makes_the_reply_reasoning(
     assert message["reasoning"] == message["reasoning_content"] == expected.reasoning
     assert message["content"] == (expected.answer or None)
     assert expected.reasoning  # the tiny model wrote something, and none of it leaked into the content
+    usage = response.json()["usage"]  # never closed: every completion token was reasoning
+    assert usage["completion_tokens_details"] == {"reasoning_tokens": usage["completion_tokens"]}
 
 
 def test_thinking_off_and_no_tag_leave_the_reply_whole(
@@ -127,6 +129,7 @@ def test_thinking_off_and_no_tag_leave_the_reply_whole(
         > plain["usage"]["prompt_tokens"]
     )
     assert "reasoning" not in plain["choices"][0]["message"]
+    assert plain["usage"]["completion_tokens_details"] == {"reasoning_tokens": 0}
 
 
 def test_streamed_reasoning_equals_the_whole_reply(reasoning_server: RunningServer) -> None:
@@ -154,8 +157,10 @@ def test_include_reasoning_false_drops_it(reasoning_server: RunningServer) -> No
 
 def test_without_a_parser_the_reply_stays_whole(plain_server: RunningServer, thinking_model: Path) -> None:
     raw = raw_reply(plain_server, thinking_model, USER, add_generation_prompt=True, open_think=True)
-    message = chat(plain_server, chat_template_kwargs={"open_think": True}).json()["choices"][0]["message"]
+    reply = chat(plain_server, chat_template_kwargs={"open_think": True}).json()
+    message = reply["choices"][0]["message"]
     assert message["content"] == raw and "reasoning" not in message
+    assert "completion_tokens_details" not in reply["usage"]
 
 
 def test_continue_final_message_prefills_the_reply(
@@ -214,6 +219,7 @@ def test_responses_returns_a_reasoning_item(r1_server: RunningServer) -> None:
     assert item.content[0].type == "reasoning_text" and item.content[0].text == reasoning
     # Cut by max_output_tokens while still reasoning: no answer item, the reasoning is the incomplete one.
     assert len(response.output) == 1 and response.status == "incomplete" and item.status == "incomplete"
+    assert response.usage is not None and response.usage.output_tokens_details.reasoning_tokens == 12
 
 
 def test_responses_streams_reasoning_events(r1_server: RunningServer) -> None:
@@ -277,3 +283,4 @@ def test_special_think_tags_still_split(special_tags_server: RunningServer) -> N
     message = response.json()["choices"][0]["message"]
     # The first </think> ends the (empty) reasoning; the model, pushed to it, writes it twice more as answer.
     assert message["reasoning"] == "" and message["content"] == "</think></think>"
+    assert response.json()["usage"]["completion_tokens_details"] == {"reasoning_tokens": 1}
