@@ -36,6 +36,12 @@ def prompt_opens_reasoning(prompt_tail: str) -> bool:
     return prompt_tail.rfind(THINK_OPEN) > prompt_tail.rfind(THINK_CLOSE)
 
 
+def prompt_closes_reasoning(prompt_tail: str) -> bool:
+    """Whether the prompt ends right after a closed block: the template turned reasoning off (Qwen3's
+    `enable_thinking: false` writes an empty one), so the reply will not reason."""
+    return prompt_tail.rstrip().endswith(THINK_CLOSE)
+
+
 class _Phase(Enum):
     START = "start"
     """Nothing decided yet: the reply may still open with <think>."""

@@ -11,7 +11,8 @@ switchyard.tool_calling) and the reply is parsed as it streams: content goes out
 
 With `--reasoning-parser`, <think> text goes out as `reasoning` (and `reasoning_content`) instead of content,
 whole or as deltas (switchyard.reasoning), and tool calls are parsed from the answer after it. Whether a reply
-starts inside its reasoning is read from the rendered prompt's end. vLLM's chat extras `chat_template_kwargs`,
+starts inside its reasoning is read from the rendered prompt's end. A response format or tool-call grammar then
+holds from the answer on (engine/reasoning_grammar.py), unless the template turned reasoning off. vLLM's chat extras `chat_template_kwargs`,
 `add_generation_prompt` and `continue_final_message` reach the template.
 """
 
@@ -27,11 +28,13 @@ from fastapi import Request
 from fastapi.responses import Response
 
 from switchyard.engine.async_engine import RequestStream, RequestTimeoutError
+from switchyard.engine.reasoning_grammar import after_reasoning
 from switchyard.engine.sampling_params import SamplingParams
 from switchyard.engine.sequence import CompletionOutput, RequestOutput, TokenLogprob
 from switchyard.errors import InvalidRequestError
 from switchyard.reasoning import (
     ReasoningSplitter,
+    prompt_closes_reasoning,
     prompt_opens_reasoning,
     reasoning_token_count,
     split_reasoning,
@@ -89,25 +92,27 @@ async def create_chat_completion(
         constraint = tool_call_structure(
             tool_format, tools, choice, parallel=body.parallel_tool_calls, answer=answer_format
         )
-    whole_reply = False
     if constraint is not None:
         free_text = (
             choice.mode == "auto" and tool_format is not None and answer_format is None and bool(tools)
         )
-        whole_reply = not free_text
-        _check_compatible(params, whole_reply=whole_reply)
+        _check_compatible(params, whole_reply=not free_text)
         await engine.compile_grammar(constraint)  # 400 for a bad schema, before anything is queued
         params.structured_outputs = constraint
     if tool_format is not None and state.tool_trigger_is_special:
         params.skip_special_tokens = False  # the trigger is a special token: the parser must see it
     prompt = await render_conversation(state, body.messages, body.tools, body.template_options())
-    # A grammar over the whole reply leaves no room for reasoning: such a reply is all answer.
     reasoning = None
-    if state.settings.reasoning_parser is not None and not whole_reply:
+    if state.settings.reasoning_parser is not None:
         tail = await engine.text.decode(prompt[-_PROMPT_TAIL_TOKENS:])
         reasoning = _Reasoning(opened=prompt_opens_reasoning(tail), include=body.include_reasoning)
         if state.reasoning_tags_are_special:
             params.skip_special_tokens = False  # else the splitter would never see the tags
+        if constraint is not None and not prompt_closes_reasoning(tail):
+            # The model reasons first, freely; the constraint holds from the answer on (and a tool-call
+            # trigger inside the reasoning starts no call).
+            params.structured_outputs = after_reasoning(constraint, reasoning.opened)
+            await engine.compile_grammar(params.structured_outputs)
     request_id = new_id("chatcmpl")
     stream = await state.admit(
         request_id, prompt, params, priority=body.priority, tenant=tenant_of(http_request, body.user)

@@ -284,3 +284,58 @@ def test_special_think_tags_still_split(special_tags_server: RunningServer) -> N
     # The first </think> ends the (empty) reasoning; the model, pushed to it, writes it twice more as answer.
     assert message["reasoning"] == "" and message["content"] == "</think></think>"
     assert response.json()["usage"]["completion_tokens_details"] == {"reasoning_tokens": 1}
+
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"a": {"type": "boolean"}},
+    "required": ["a"],
+    "additionalProperties": False,
+}
+JSON_FORMAT = {"type": "json_schema", "json_schema": {"name": "answer", "schema": SCHEMA}}
+
+
+def test_a_response_format_holds_after_the_reasoning(special_tags_server: RunningServer) -> None:
+    """The grammar lets the model reason first; it binds the answer after </think>."""
+    close = special_tags_server.llm_engine.tokenizer.convert_tokens_to_ids("</think>")
+    # Nudged to close its reasoning at once, the model then writes JSON matching the schema.
+    nudged = chat(special_tags_server, max_tokens=40, logit_bias={str(close): 4}, response_format=JSON_FORMAT)
+    message = nudged.json()["choices"][0]["message"]
+    assert message["reasoning"] == "" and set(json.loads(message["content"])) == {"a"}
+    assert nudged.json()["choices"][0]["finish_reason"] == "stop"
+    # Left alone, the random model reasons the whole budget: free text, which the schema did not bind.
+    free = chat(special_tags_server, max_tokens=20, response_format=JSON_FORMAT).json()["choices"][0]
+    assert free["finish_reason"] == "length" and free["message"]["content"] is None
+    assert free["message"]["reasoning"] and not free["message"]["reasoning"].lstrip().startswith("{")
+
+
+def test_a_required_tool_call_comes_after_the_reasoning(special_tags_server: RunningServer) -> None:
+    close = special_tags_server.llm_engine.tokenizer.convert_tokens_to_ids("</think>")
+    tool = {
+        "type": "function",
+        "function": {"name": "add", "parameters": SCHEMA},
+    }
+    response = chat(
+        special_tags_server,
+        max_tokens=80,
+        logit_bias={str(close): 4},
+        tools=[tool],
+        tool_choice="required",
+        parallel_tool_calls=False,
+    )
+    choice = response.json()["choices"][0]
+    assert choice["finish_reason"] == "tool_calls" and choice["message"]["reasoning"] == ""
+    (call,) = choice["message"]["tool_calls"]
+    assert call["function"]["name"] == "add" and set(json.loads(call["function"]["arguments"])) == {"a"}
+
+
+def test_with_reasoning_turned_off_the_format_binds_from_the_start(reasoning_server: RunningServer) -> None:
+    response = chat(
+        reasoning_server,
+        max_tokens=150,
+        response_format=JSON_FORMAT,
+        chat_template_kwargs={"enable_thinking": False},
+    )
+    choice = response.json()["choices"][0]
+    assert choice["finish_reason"] == "stop" and set(json.loads(choice["message"]["content"])) == {"a"}
+    assert "reasoning" not in choice["message"]
