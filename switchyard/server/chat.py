@@ -97,8 +97,6 @@ async def create_chat_completion(
             choice.mode == "auto" and tool_format is not None and answer_format is None and bool(tools)
         )
         _check_compatible(params, whole_reply=not free_text)
-        await engine.compile_grammar(constraint)  # 400 for a bad schema, before anything is queued
-        params.structured_outputs = constraint
     if tool_format is not None and state.tool_trigger_is_special:
         params.skip_special_tokens = False  # the trigger is a special token: the parser must see it
     prompt = await render_conversation(state, body.messages, body.tools, body.template_options())
@@ -111,8 +109,10 @@ async def create_chat_completion(
         if constraint is not None and not prompt_closes_reasoning(tail):
             # The model reasons first, freely; the constraint holds from the answer on (and a tool-call
             # trigger inside the reasoning starts no call).
-            params.structured_outputs = after_reasoning(constraint, reasoning.opened)
-            await engine.compile_grammar(params.structured_outputs)
+            constraint = after_reasoning(constraint, reasoning.opened)
+    if constraint is not None:
+        await engine.compile_grammar(constraint)  # 400 for a bad schema, before anything is queued
+        params.structured_outputs = constraint
     request_id = new_id("chatcmpl")
     stream = await state.admit(
         request_id, prompt, params, priority=body.priority, tenant=tenant_of(http_request, body.user)
