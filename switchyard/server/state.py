@@ -79,16 +79,20 @@ class ServerState:
         return detect_format(getattr(self.engine.tokenizer, "chat_template", None))
 
     @functools.cached_property
+    def special_token_texts(self) -> frozenset[str]:
+        """Texts of the tokenizer's special tokens, which detokenizing drops unless a request keeps them."""
+        added = getattr(self.engine.tokenizer, "added_tokens_decoder", None) or {}
+        return frozenset(token.content for token in added.values() if token.special)
+
+    @property
     def tool_trigger_is_special(self) -> bool:
         """Whether the tool-call trigger is a special token (Mistral's [TOOL_CALLS]), which replies must keep."""
-        added = getattr(self.engine.tokenizer, "added_tokens_decoder", None) or {}
-        return any(token.special and token.content == self.tool_format.trigger for token in added.values())
+        return self.tool_format.trigger in self.special_token_texts
 
-    @functools.cached_property
+    @property
     def reasoning_tags_are_special(self) -> bool:
         """Whether <think> or </think> is a special token here, which replies must keep for the splitter."""
-        added = getattr(self.engine.tokenizer, "added_tokens_decoder", None) or {}
-        return any(token.special and token.content in (THINK_OPEN, THINK_CLOSE) for token in added.values())
+        return bool({THINK_OPEN, THINK_CLOSE} & self.special_token_texts)
 
     @property
     def model_name(self) -> str:
