@@ -216,11 +216,7 @@ class Runner:
             return RunStatus.MAX_TURNS, f"reached max_turns={limits.max_turns}"
         if limits.timeout is not None and run.clock.elapsed() >= limits.timeout:
             return RunStatus.TIMEOUT, f"run exceeded {limits.timeout} s"
-        if limits.max_tokens is not None and state.usage.total_tokens >= limits.max_tokens:
-            return RunStatus.MAX_TOKENS, f"used {state.usage.total_tokens} of max_tokens={limits.max_tokens}"
-        if limits.max_cost is not None and state.cost >= limits.max_cost:
-            return RunStatus.MAX_COST, f"spent ${state.cost:.6f} of max_cost=${limits.max_cost}"
-        return None
+        return self._over_budget(run)
 
     # ------------------------------------------------------------------------------------------ model turn
 
@@ -245,9 +241,9 @@ class Runner:
             state.summary = None if fitted.summary is None else dataclasses.asdict(fitted.summary)
             if fitted.spent:
                 self._count_summaries(fitted.spent, agent, state)
-                spent = self._over_budget(run)
-                if spent is not None:
-                    return self._finish(run, *spent)
+                reached = self._over_budget(run)
+                if reached is not None:
+                    return self._finish(run, *reached)
                 request = self._request(run, agent)  # the reply budget left after the summaries
             request = dataclasses.replace(request, messages=fitted.messages)
         client = agent.client or self.client
@@ -336,17 +332,17 @@ class Runner:
                         RunStatus.LOOP_DETECTED,
                         f"{call.name} called {count} times with the same arguments",
                     )
-        spent = self._over_budget(run)
-        return None if spent is None else self._finish(run, *spent)
+        reached = self._over_budget(run)
+        return None if reached is None else self._finish(run, *reached)
 
     @staticmethod
     def _over_budget(run: ActiveRun) -> tuple[RunStatus, str] | None:
         """The token or cost limit the run has reached, with its reason; None while both have room."""
         limits, state = run.limits, run.state
         if limits.max_tokens is not None and state.usage.total_tokens >= limits.max_tokens:
-            return RunStatus.MAX_TOKENS, f"used {state.usage.total_tokens} tokens"
+            return RunStatus.MAX_TOKENS, f"used {state.usage.total_tokens} of max_tokens={limits.max_tokens}"
         if limits.max_cost is not None and state.cost >= limits.max_cost:
-            return RunStatus.MAX_COST, f"spent ${state.cost:.6f}"
+            return RunStatus.MAX_COST, f"spent ${state.cost:.6f} of max_cost=${limits.max_cost}"
         return None
 
     def _count_summaries(self, replies: Sequence[ChatReply], agent: Agent, state: RunState) -> None:
