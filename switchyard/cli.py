@@ -171,6 +171,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         tool_call_parser=args.tool_call_parser,
         max_request_bytes=None if args.max_request_bytes == 0 else args.max_request_bytes,
         reasoning_parser=args.reasoning_parser,
+        return_tokens_as_token_ids=args.return_tokens_as_token_ids,
     )
     server = build_server(
         engine_config_from_args(args),
@@ -273,6 +274,11 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="return <think> text as message.reasoning (and reasoning_content), not content: for Qwen3, QwQ "
         "and DeepSeek-R1 models (default: replies stay whole)",
+    )
+    serve.add_argument(
+        "--return-tokens-as-token-ids",
+        action="store_true",
+        help='logprob entries name tokens as "token_id:N" (a request\'s return_tokens_as_token_ids overrides it)',
     )
     serve.add_argument(
         "--tool-call-parser",

@@ -150,6 +150,7 @@ class DraftModelProposer:
                 output_token_ids=shadow.token_ids[seq.request.num_prompt_tokens :],
                 generator=seq.generator,  # a seeded row needs its generator; only the draws below use it
                 eos_token_ids=seq.request.eos_token_ids,
+                bad_words_token_ids=seq.request.bad_words_token_ids,
             )
             for seq, shadow, _ in active
         ]

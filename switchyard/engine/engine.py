@@ -299,6 +299,8 @@ class LLMEngine:
             raise InvalidRequestError(f"request id {request_id!r} is already in use", param="request_id")
         prompt_text = prompt if isinstance(prompt, str) else None
         token_ids = self.tokenize(prompt) if isinstance(prompt, str) else list(prompt)
+        if params.truncate_prompt_tokens is not None:
+            token_ids = self.truncate_prompt(token_ids, params)
         self._validate(token_ids, params)
         if self.config.kv_full_policy == "reject":
             self._reject_if_kv_full(len(token_ids))
@@ -313,6 +315,7 @@ class LLMEngine:
             prompt=prompt_text,
             priority=priority,
             tenant=tenant,
+            bad_words_token_ids=self._bad_words_token_ids(params),
         )
         if params.prompt_logprobs is not None:
             request.prompt_logprobs = [None] * len(token_ids)
@@ -330,6 +333,31 @@ class LLMEngine:
             self._awaiting_grammar[request_id] = (request, future)
         else:
             self.scheduler.add(seq)
+
+    def truncate_prompt(self, token_ids: list[int], params: SamplingParams) -> list[int]:
+        """The prompt's last `truncate_prompt_tokens` tokens; for -1, as many as fit beside max_tokens."""
+        keep = params.truncate_prompt_tokens
+        if keep is None:
+            return token_ids
+        if keep == -1:
+            room = self.max_model_len - (params.max_tokens if params.max_tokens is not None else 1)
+            keep = max(1, room)
+        return token_ids[-keep:]
+
+    def _bad_words_token_ids(self, params: SamplingParams) -> tuple[tuple[int, ...], ...]:
+        """Each bad word as the tokenizer writes it at a text's start and after a space (BPE vocabularies
+        spell the two differently); duplicates dropped."""
+        if not params.bad_words:
+            return ()
+        if self.tokenizer is None:
+            raise InvalidRequestError("bad_words needs a tokenizer; this engine has none", param="bad_words")
+        words: dict[tuple[int, ...], None] = {}
+        for word in params.bad_words:
+            for text in (word.lstrip(), " " + word.lstrip()):
+                ids = tuple(self.tokenizer.encode(text, add_special_tokens=False))
+                if ids:
+                    words[ids] = None
+        return tuple(words)
 
     def _validate(self, token_ids: list[int], params: SamplingParams) -> None:
         params.validate()
@@ -361,6 +389,13 @@ class LLMEngine:
         if params.n > self.scheduler_config.max_num_seqs:
             raise InvalidRequestError(f"n must be <= {self.scheduler_config.max_num_seqs}", param="n")
         check_token_ids(params, vocab)
+        allowed = params.allowed_token_ids
+        ends = set(self.eos_token_ids) | set(params.stop_token_ids)
+        if allowed is not None and params.min_tokens and set(allowed) <= ends:
+            raise InvalidRequestError(
+                "allowed_token_ids holds only end-of-sequence and stop tokens, which min_tokens forbids",
+                param="allowed_token_ids",
+            )
 
     def _resolve_max_tokens(self, prompt_len: int, params: SamplingParams) -> int:
         """max_tokens as asked, or, when unset, as many as the context and the whole KV cache allow."""
@@ -594,6 +629,7 @@ class LLMEngine:
                     output_token_ids=seq.output_token_ids,
                     generator=seq.generator,
                     eos_token_ids=seq.request.eos_token_ids,
+                    bad_words_token_ids=seq.request.bad_words_token_ids,
                 )
                 for seq in rows
             ],

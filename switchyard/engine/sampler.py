@@ -9,6 +9,10 @@ Processing order, the same for `Sampler.__call__` and `Sampler.probabilities`:
 1. logit_bias: added to the raw logits.
 2. min_tokens: EOS ids and stop_token_ids get -inf while the row has fewer than min_tokens output tokens.
    This happens whatever `ignore_eos` says; that flag only changes when the engine stops a request.
+   allowed_token_ids: every other token gets -inf.
+   bad_words: a bad word's last token gets -inf where the output ends with the word's other tokens. A row
+   left with no finite logit (a grammar that forces a banned word) keeps its logits from before this ban:
+   the grammar wins, since a row with nothing to sample cannot go on at all.
 3. repetition_penalty (HF/vLLM): for tokens seen in the prompt or the output, positive logits are divided
    by the penalty and negative ones multiplied by it.
 4. presence and frequency penalties (OpenAI): logit -= frequency * count + presence * (count > 0), with
@@ -60,6 +64,8 @@ class SamplingRow:
     sequence (see `new_generator`) and keeps it across steps so the whole completion is reproducible."""
     eos_token_ids: tuple[int, ...] = ()
     """Suppressed together with params.stop_token_ids while the output is shorter than min_tokens."""
+    bad_words_token_ids: Sequence[tuple[int, ...]] = ()
+    """params.bad_words as token sequences (the engine tokenizes them once, at admission)."""
 
 
 def new_generator(seed: int, device: torch.device | str) -> torch.Generator:
@@ -79,6 +85,12 @@ def check_token_ids(params: SamplingParams, vocab_size: int) -> None:
         raise InvalidRequestError(f"logit_bias token ids must be in [0, {vocab_size})", param="logit_bias")
     if any(not 0 <= t < vocab_size for t in params.stop_token_ids):
         raise InvalidRequestError(f"stop_token_ids must be in [0, {vocab_size})", param="stop_token_ids")
+    if params.allowed_token_ids is not None and any(
+        not 0 <= t < vocab_size for t in params.allowed_token_ids
+    ):
+        raise InvalidRequestError(
+            f"allowed_token_ids must be in [0, {vocab_size})", param="allowed_token_ids"
+        )
 
 
 @dataclass
@@ -115,6 +127,10 @@ class SamplingBatch:
     """(rows, token ids, values) of every bias entry."""
     suppressed: tuple[torch.Tensor, torch.Tensor] | None
     """(rows, token ids) forced to -inf by min_tokens."""
+    allowed: tuple[torch.Tensor, torch.Tensor] | None
+    """(rows [R], mask [R, V] bool) of rows with allowed_token_ids; True where a token may be sampled."""
+    banned: tuple[torch.Tensor, torch.Tensor] | None
+    """(rows, token ids) that bad_words forbid at this step."""
     seeded: list[tuple[int, torch.Generator]]
     """(row, generator) of random rows that carry their own generator."""
     shared_noise: bool
@@ -142,6 +158,11 @@ class SamplingBatch:
         bias_values: list[float] = []
         suppress_rows: list[int] = []
         suppress_ids: list[int] = []
+        allowed_rows: list[int] = []
+        allowed_ids: list[int] = []
+        allowed_owner: list[int] = []
+        banned_rows: list[int] = []
+        banned_ids: list[int] = []
         seeded: list[tuple[int, torch.Generator]] = []
         shared_noise = False
         top_logprobs: list[int] = []
@@ -174,6 +195,13 @@ class SamplingBatch:
                     if 0 <= token < vocab_size:
                         suppress_rows.append(i)
                         suppress_ids.append(token)
+            if p.allowed_token_ids is not None:
+                allowed_owner.extend([len(allowed_rows)] * len(p.allowed_token_ids))
+                allowed_ids.extend(p.allowed_token_ids)
+                allowed_rows.append(i)
+            for token in _banned_next_tokens(row.bad_words_token_ids, row.output_token_ids):
+                banned_rows.append(i)
+                banned_ids.append(token)
             if not is_greedy:
                 if row.generator is not None:
                     seeded.append((i, row.generator))
@@ -186,6 +214,16 @@ class SamplingBatch:
             raise InvalidRequestError(
                 f"logit_bias token ids must be in [0, {vocab_size})", param="logit_bias"
             )
+        allowed = None
+        if allowed_rows:
+            # Ids past the logits (a draft's smaller vocabulary) cannot be sampled anyway.
+            pairs = [(r, t) for r, t in zip(allowed_owner, allowed_ids, strict=True) if 0 <= t < vocab_size]
+            mask = torch.zeros(len(allowed_rows), vocab_size, dtype=torch.bool)
+            if pairs:
+                owners, ids = zip(*pairs, strict=True)
+                mask[list(owners), list(ids)] = True
+            allowed = (torch.tensor(allowed_rows, dtype=torch.long, device=device), mask.to(device))
+        banned_pairs = [(r, t) for r, t in zip(banned_rows, banned_ids, strict=True) if 0 <= t < vocab_size]
 
         def floats(values: list[float]) -> torch.Tensor:
             return torch.tensor(values, dtype=torch.float32, device=device)
@@ -222,6 +260,10 @@ class SamplingBatch:
             else None,
             logit_bias=(longs(bias_rows), longs(bias_ids), floats(bias_values)) if bias_rows else None,
             suppressed=(longs(suppress_rows), longs(suppress_ids)) if suppress_rows else None,
+            allowed=allowed,
+            banned=(longs([r for r, _ in banned_pairs]), longs([t for _, t in banned_pairs]))
+            if banned_pairs
+            else None,
             seeded=seeded,
             shared_noise=shared_noise,
             num_top_logprobs=max(top_logprobs) if top_logprobs else None,
@@ -303,11 +345,28 @@ def greedy_argmax(logits: torch.Tensor, batch: SamplingBatch) -> torch.Tensor:
 
 
 def _needs_adjustment(batch: SamplingBatch) -> bool:
-    return batch.logit_bias is not None or batch.suppressed is not None or batch.output_ids is not None
+    return (
+        batch.logit_bias is not None
+        or batch.suppressed is not None
+        or batch.allowed is not None
+        or batch.banned is not None
+        or batch.output_ids is not None
+    )
+
+
+def _banned_next_tokens(words: Sequence[tuple[int, ...]], output: Sequence[int]) -> list[int]:
+    """The last token of every bad word whose other tokens end `output` (a one-token word: always)."""
+    banned = []
+    for word in words:
+        head = len(word) - 1
+        if head == 0 or (len(output) >= head and tuple(output[len(output) - head :]) == word[:-1]):
+            banned.append(word[-1])
+    return banned
 
 
 def adjust_logits(logits: torch.Tensor, batch: SamplingBatch) -> torch.Tensor:
-    """Stages 1-4 (logit_bias, min_tokens, repetition, presence/frequency) on a float32 copy of `logits`."""
+    """Stages 1-4 (logit_bias, min_tokens, allowed tokens and bad words, repetition, presence/frequency) on a
+    float32 copy of `logits`."""
     x = logits.to(torch.float32, copy=True)
     if batch.logit_bias is not None:
         rows, ids, values = batch.logit_bias
@@ -315,6 +374,16 @@ def adjust_logits(logits: torch.Tensor, batch: SamplingBatch) -> torch.Tensor:
     if batch.suppressed is not None:
         rows, ids = batch.suppressed
         x[rows, ids] = _NEG_INF
+    if batch.allowed is not None:
+        rows, mask = batch.allowed
+        x[rows] = x[rows].masked_fill(~mask, _NEG_INF)
+    if batch.banned is not None:
+        rows, ids = batch.banned
+        before = x[rows, ids]
+        x[rows, ids] = _NEG_INF
+        emptied = torch.isneginf(x.amax(dim=1))[rows]
+        if bool(emptied.any()):
+            x[rows[emptied], ids[emptied]] = before[emptied]
     if batch.output_ids is None:
         return x
     output_counts = _token_counts(batch.output_ids, batch.vocab_size)

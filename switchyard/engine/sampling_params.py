@@ -40,12 +40,25 @@ class SamplingParams:
     include_stop_str_in_output: bool = False
     structured_outputs: StructuredOutputsParams | None = None
     """Constrain the output to a JSON schema, regex, choice, grammar or tool-call structure."""
+    allowed_token_ids: list[int] | None = None
+    """Only these tokens may be sampled; EOS ends the output early only if it is listed."""
+    bad_words: list[str] = field(default_factory=list)
+    """Words never generated, with or without a leading space: the engine tokenizes each, and a word's last
+    token is banned wherever the output already ends with the tokens before it."""
+    truncate_prompt_tokens: int | None = None
+    """Keep only the prompt's last k tokens; -1 keeps as many as the context leaves room for beside
+    max_tokens."""
 
     def __post_init__(self) -> None:
         self._check_types()
         if isinstance(self.stop, str):
             self.stop = [self.stop]
         self.stop = list(self.stop or [])
+        if isinstance(self.bad_words, str):
+            self.bad_words = [self.bad_words]
+        self.bad_words = list(self.bad_words or [])
+        if self.allowed_token_ids is not None:
+            self.allowed_token_ids = list(self.allowed_token_ids)
         self.stop_token_ids = list(self.stop_token_ids or [])
         if self.top_k == -1:
             self.top_k = 0
@@ -78,6 +91,20 @@ class SamplingParams:
             ),
             "logit_bias must map token ids to numbers",
             "logit_bias",
+        )
+        _check(
+            self.allowed_token_ids is None
+            or (
+                isinstance(self.allowed_token_ids, (list, tuple))
+                and all(map(_is_int, self.allowed_token_ids))
+            ),
+            "allowed_token_ids must be a list of integers",
+            "allowed_token_ids",
+        )
+        _check(
+            self.bad_words is None or isinstance(self.bad_words, (str, list, tuple)),
+            "bad_words must be a string or a list of strings",
+            "bad_words",
         )
 
     def validate(self) -> None:
@@ -115,6 +142,29 @@ class SamplingParams:
         )
         _check(all(isinstance(s, str) and s for s in self.stop), "stop must be non-empty strings", "stop")
         _check(len(self.stop) <= 16, "at most 16 stop strings", "stop")
+        _check(
+            self.allowed_token_ids is None or len(self.allowed_token_ids) > 0,
+            "allowed_token_ids must not be empty",
+            "allowed_token_ids",
+        )
+        _check(
+            not (self.allowed_token_ids is not None and self.structured_outputs is not None),
+            "allowed_token_ids cannot be combined with structured outputs: the grammar decides the tokens",
+            "allowed_token_ids",
+        )
+        _check(
+            all(isinstance(w, str) and w.strip() for w in self.bad_words),
+            "bad_words must be non-empty strings",
+            "bad_words",
+        )
+        _check(len(self.bad_words) <= 128, "at most 128 bad words", "bad_words")
+        _check(
+            self.truncate_prompt_tokens is None
+            or self.truncate_prompt_tokens == -1
+            or self.truncate_prompt_tokens >= 1,
+            "truncate_prompt_tokens must be -1 or an integer >= 1",
+            "truncate_prompt_tokens",
+        )
         if self.logit_bias:
             _check(
                 all(-100 <= b <= 100 for b in self.logit_bias.values()),
@@ -135,7 +185,16 @@ _REAL_FIELDS = (
     "presence_penalty",
     "frequency_penalty",
 )
-_INT_FIELDS = ("n", "top_k", "seed", "max_tokens", "min_tokens", "logprobs", "prompt_logprobs")
+_INT_FIELDS = (
+    "n",
+    "top_k",
+    "seed",
+    "max_tokens",
+    "min_tokens",
+    "logprobs",
+    "prompt_logprobs",
+    "truncate_prompt_tokens",
+)
 
 
 def _is_int(value: object) -> bool:

@@ -135,6 +135,8 @@ class Request:
     error_code: str | None = None
     compiled_grammar: CompiledGrammar | None = None
     """Set once params.structured_outputs has compiled; every sequence gets a matcher of it."""
+    bad_words_token_ids: tuple[tuple[int, ...], ...] = ()
+    """params.bad_words tokenized at admission, each with and without a leading space."""
 
     @property
     def num_prompt_tokens(self) -> int:

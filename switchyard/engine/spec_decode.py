@@ -211,6 +211,7 @@ class SpecDecoder:
                 output_token_ids=outputs + drafts[:i],
                 generator=seq.generator,
                 eos_token_ids=request.eos_token_ids,
+                bad_words_token_ids=request.bad_words_token_ids,
             )
             for i in range(len(drafts) + 1)
         ]

@@ -113,12 +113,19 @@ async def create_chat_completion(
     if constraint is not None:
         await engine.compile_grammar(constraint)  # 400 for a bad schema, before anything is queued
         params.structured_outputs = constraint
+    prompt = engine.engine.truncate_prompt(prompt, params)  # so streamed usage counts what the engine keeps
     request_id = new_id("chatcmpl")
     stream = await state.admit(
         request_id, prompt, params, priority=body.priority, tenant=tenant_of(http_request, body.user)
     )
     reply = _ChatReply(
-        request_id, model, int(time.time()), state.token_texts, body.logprobs, tool_format, reasoning
+        request_id,
+        model,
+        int(time.time()),
+        state.logprob_texts(body.return_tokens_as_token_ids),
+        body.logprobs,
+        tool_format,
+        reasoning,
     )
     if body.stream:
         chunks = reply.chunks(

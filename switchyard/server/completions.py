@@ -72,7 +72,7 @@ async def create_completion(
         request_id,
         model,
         int(time.time()),
-        state.token_texts,
+        state.logprob_texts(body.return_tokens_as_token_ids),
         params.n,
         body.logprobs,
         echo_texts=echo_texts,

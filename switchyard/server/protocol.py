@@ -209,6 +209,12 @@ class _SamplingRequest(_Request):
     guided_regex: str | None = None
     guided_choice: list[str] | None = None
     guided_grammar: str | None = None
+    allowed_token_ids: list[int] | None = None
+    bad_words: list[str] | None = None
+    truncate_prompt_tokens: int | None = None
+    """Keep only the prompt's last k tokens (-1: as many as fit beside max_tokens)."""
+    return_tokens_as_token_ids: bool | None = None
+    """Logprob entries name tokens as "token_id:N" (omitted: the server's --return-tokens-as-token-ids)."""
 
     def guided_fields(self) -> dict[str, Any]:
         return {
@@ -258,6 +264,9 @@ class _SamplingRequest(_Request):
             logprobs=logprobs,
             skip_special_tokens=self.skip_special_tokens,
             include_stop_str_in_output=self.include_stop_str_in_output,
+            allowed_token_ids=self.allowed_token_ids,
+            bad_words=list(self.bad_words or []),
+            truncate_prompt_tokens=self.truncate_prompt_tokens,
         )
 
 

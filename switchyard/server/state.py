@@ -43,6 +43,9 @@ class ServerSettings:
     with a 320-piece vocabulary), so without a cap one large body could take the memory every other request
     needs."""
 
+    return_tokens_as_token_ids: bool = False
+    """Logprob entries name tokens as "token_id:N" unless a request says otherwise; a token that is part of a
+    UTF-8 character then stays identifiable (its `bytes` are still the token's own)."""
     reasoning_parser: str | None = None
     """`think`, `qwen3` or `deepseek_r1` (`switchyard.reasoning`): <think> text goes to `message.reasoning`
     (and `reasoning_content`) instead of the content; None leaves replies whole."""
@@ -147,6 +150,16 @@ class ServerState:
     def token_texts(self) -> TokenTexts:
         return TokenTexts(self.engine.tokenizer)
 
+    @functools.cached_property
+    def token_id_texts(self) -> TokenTexts:
+        return TokenTexts(self.engine.tokenizer, as_token_ids=True)
+
+    def logprob_texts(self, as_token_ids: bool | None) -> TokenTexts:
+        """How a request's logprob entries name tokens: its own `return_tokens_as_token_ids`, else the server's."""
+        if as_token_ids is None:
+            as_token_ids = self.settings.return_tokens_as_token_ids
+        return self.token_id_texts if as_token_ids else self.token_texts
+
 
 class TokenTexts:
     """Text and bytes of single tokens for logprob entries, cached: the vocabulary is fixed and ids recur.
@@ -156,12 +169,13 @@ class TokenTexts:
     so doing it on the event loop beside the engine thread is safe.
     """
 
-    def __init__(self, tokenizer: Any) -> None:
+    def __init__(self, tokenizer: Any, *, as_token_ids: bool = False) -> None:
         self._tokenizer = tokenizer
         backend = getattr(tokenizer, "backend_tokenizer", None)
         decoder = getattr(backend, "decoder", None)
         self._byte_level = type(decoder).__name__ == "ByteLevel"
-        self.text = functools.lru_cache(maxsize=1 << 16)(self._text)
+        self._decoded = functools.lru_cache(maxsize=1 << 16)(self._decode_one)
+        self.text = _token_id_text if as_token_ids else self._decoded
         self.bytes = functools.lru_cache(maxsize=1 << 16)(self._bytes)
 
     def decode(self, token_ids: Sequence[int]) -> str:
@@ -170,9 +184,9 @@ class TokenTexts:
             return ""
         return str(self._tokenizer.decode(list(token_ids), skip_special_tokens=False))
 
-    def _text(self, token_id: int) -> str:
+    def _decode_one(self, token_id: int) -> str:
         if self._tokenizer is None:
-            return f"token_id:{token_id}"
+            return _token_id_text(token_id)
         return self._tokenizer.decode([token_id], skip_special_tokens=False)
 
     def _bytes(self, token_id: int) -> list[int]:
@@ -183,7 +197,11 @@ class TokenTexts:
                     return [_BYTE_OF_CHAR[ch] for ch in piece]
                 if len(piece) == 6 and piece.startswith("<0x") and piece.endswith(">"):  # byte fallback
                     return [int(piece[3:5], 16)]
-        return list(self.text(token_id).encode("utf-8"))
+        return list(self._decoded(token_id).encode("utf-8"))
+
+
+def _token_id_text(token_id: int) -> str:
+    return f"token_id:{token_id}"
 
 
 def _byte_level_alphabet() -> dict[str, int]:

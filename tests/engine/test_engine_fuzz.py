@@ -54,6 +54,8 @@ SCHEMA: dict[str, Any] = {
 }
 CHOICES = ("yes", "no", "maybe so")
 STOP_STRINGS = ("e", "a", " t", ".", "\n", "ou")
+BAD_WORDS = ("e", "in", " t", "ou", "the", "{")
+"""Banned words; "e" and "{" clash with the JSON grammar's "true", "false" and opening brace."""
 
 
 @dataclass(frozen=True)
@@ -114,7 +116,7 @@ class RequestSpec:
         kwargs = dict(self.kwargs)
         if "logit_bias" in kwargs:
             kwargs["logit_bias"] = dict(kwargs["logit_bias"])
-        for name in ("stop", "stop_token_ids"):
+        for name in ("stop", "stop_token_ids", "bad_words", "allowed_token_ids"):
             if name in kwargs:
                 kwargs[name] = list(kwargs[name])
         structured = kwargs.pop("structured", None)
@@ -180,6 +182,10 @@ def request_specs(draw: st.DrawFn, crowded: bool = False) -> RequestSpec:
         kwargs["repetition_penalty"] = draw(st.sampled_from([0.7, 1.3]))
     if draw(st.integers(0, 4)) == 0:
         kwargs["presence_penalty"] = draw(st.sampled_from([-1.0, 1.0]))
+    if draw(st.integers(0, 4)) == 0:
+        kwargs["bad_words"] = tuple(
+            draw(st.lists(st.sampled_from(BAD_WORDS), min_size=1, max_size=2, unique=True))
+        )
     if structured is not None:
         kwargs["structured"] = structured
     else:
@@ -194,6 +200,9 @@ def request_specs(draw: st.DrawFn, crowded: bool = False) -> RequestSpec:
         stop_ids = draw(st.lists(st.integers(0, VOCAB - 1), max_size=2))
         if stop_ids:
             kwargs["stop_token_ids"] = tuple(stop_ids)
+        if draw(st.integers(0, 5)) == 0:  # more than the two stop ids, so min_tokens leaves a token to pick
+            allowed = draw(st.lists(st.integers(2, VOCAB - 1), min_size=4, max_size=12, unique=True))
+            kwargs["allowed_token_ids"] = tuple(sorted(allowed))
     rare = 6 if crowded else 2  # logprobs never speculate either
     logprobs = draw(st.sampled_from([*[None] * rare, 0, 3]))
     if logprobs is not None:

@@ -30,9 +30,10 @@ def make_row(
     prompt: Sequence[int] = (),
     output: Sequence[int] = (),
     eos: tuple[int, ...] = (EOS,),
+    bad_words: Sequence[tuple[int, ...]] = (),
 ) -> SamplingRow:
     generator = new_generator(params.seed, "cpu") if params.seed is not None else None
-    return SamplingRow(params, list(prompt), list(output), generator, eos)
+    return SamplingRow(params, list(prompt), list(output), generator, eos, tuple(bad_words))
 
 
 def build(rows: Sequence[SamplingRow], vocab_size: int = V) -> SamplingBatch:
@@ -54,6 +55,18 @@ def reference_adjust(logits: torch.Tensor, row: SamplingRow) -> torch.Tensor:
     if len(row.output_token_ids) < p.min_tokens:
         for token in (*row.eos_token_ids, *p.stop_token_ids):
             x[token] = -math.inf
+    if p.allowed_token_ids is not None:
+        for token in range(len(x)):
+            if token not in p.allowed_token_ids:
+                x[token] = -math.inf
+    before_bans = x.clone()
+    output = list(row.output_token_ids)
+    for word in row.bad_words_token_ids:
+        *head, last = word
+        if not head or output[len(output) - len(head) :] == head:
+            x[last] = -math.inf
+    if (x == -math.inf).all():
+        x = before_bans
     if p.repetition_penalty != 1.0:
         for token in set(row.prompt_token_ids) | set(row.output_token_ids):
             x[token] = x[token] / p.repetition_penalty if x[token] > 0 else x[token] * p.repetition_penalty
@@ -244,6 +257,46 @@ def test_min_tokens_suppresses_eos_and_stop_ids_until_reached(ignore_eos: bool) 
     assert not torch.isin(tokens, torch.tensor([EOS, 7])).any()
 
 
+def test_allowed_token_ids_are_the_only_ones_sampled() -> None:
+    allowed = [2, 5, 11]
+    logits = random_logits(300, seed=21)
+    logits[:, 7] = 40.0  # a dominant token outside the list
+    rows = [make_row(SamplingParams(temperature=1.0, allowed_token_ids=allowed))] * 299
+    rows.append(make_row(SamplingParams(temperature=0, allowed_token_ids=allowed)))
+    tokens = Sampler(torch.Generator().manual_seed(0))(logits, build(rows)).token_ids
+    assert set(tokens.tolist()) <= set(allowed)
+    assert len(set(tokens[:-1].tolist())) > 1, "random rows should still vary among the allowed ids"
+    assert tokens[-1] == allowed[int(logits[-1, allowed].argmax())]
+    unrestricted = make_row(SamplingParams(temperature=0))
+    assert Sampler()(logits[:1], build([unrestricted])).token_ids[0] == 7
+
+
+def test_bad_words_ban_a_last_token_only_after_the_rest_of_the_word() -> None:
+    logits = torch.zeros(3, V)
+    logits[:, 9] = 10.0
+    logits[:, 4] = 5.0
+    words = [(3, 9), (6,)]
+    rows = [
+        make_row(SamplingParams(temperature=0), output=[1, 3], bad_words=words),  # "3 9" would complete
+        make_row(SamplingParams(temperature=0), output=[3, 1], bad_words=words),  # not after 3: 9 is fine
+        make_row(SamplingParams(temperature=0), output=[], bad_words=[(9,)]),  # one token: always banned
+    ]
+    assert Sampler()(logits, build(rows)).token_ids.tolist() == [4, 9, 4]
+    logits[:, 6] = 50.0
+    assert Sampler()(logits[:1], build(rows[:1])).token_ids.tolist() == [4]
+
+
+def test_a_ban_that_would_leave_nothing_to_sample_yields_to_the_grammar() -> None:
+    # A grammar (already applied to the logits) allows only token 9, which a bad word bans.
+    logits = torch.full((2, V), -math.inf)
+    logits[:, 9] = 0.0
+    logits[1, 4] = -1.0
+    rows = [make_row(SamplingParams(temperature=0.8), bad_words=[(9,)]) for _ in range(2)]
+    probs = Sampler().probabilities(logits, build(rows))
+    assert probs[0, 9] == 1.0, "the grammar's only token survives the ban"
+    assert probs[1, 4] == 1.0 and probs[1, 9] == 0.0, "with another token allowed the ban holds"
+
+
 def seeded_tokens(position: int, others: list[SamplingParams], steps: int = 6) -> list[int]:
     """Sample a seeded row for `steps` steps at `position` among rows built from `others`."""
     target = make_row(SamplingParams(seed=1234, temperature=0.9, top_p=0.95))
@@ -348,6 +401,9 @@ def test_bad_inputs_raise_typed_errors() -> None:
     with pytest.raises(InvalidRequestError):
         check_token_ids(SamplingParams(stop_token_ids=[V + 3]), V)
     check_token_ids(SamplingParams(stop_token_ids=[1], logit_bias={2: 1.0}), V)
+    with pytest.raises(InvalidRequestError) as info:
+        check_token_ids(SamplingParams(allowed_token_ids=[1, V]), V)
+    assert info.value.param == "allowed_token_ids"
     with pytest.raises(ValueError, match="generator"):
         build([SamplingRow(SamplingParams(seed=1), [], [], None)])
     with pytest.raises(ValueError, match="shape"):
@@ -368,12 +424,14 @@ params_strategy = st.builds(
     min_tokens=st.integers(0, 3),
     stop_token_ids=st.lists(token_ids, max_size=2),
     max_tokens=st.just(16),
+    allowed_token_ids=st.one_of(st.none(), st.lists(token_ids, min_size=1, max_size=5)),
 )
 row_strategy = st.builds(
     make_row,
     params_strategy,
     prompt=st.lists(token_ids, max_size=6),
-    output=st.lists(token_ids, max_size=4),
+    output=st.lists(st.integers(0, 3), max_size=4),  # few ids, so bad words' heads often match
+    bad_words=st.lists(st.lists(st.integers(0, 3), min_size=1, max_size=3).map(tuple), max_size=3),
 )
 
 
@@ -396,6 +454,8 @@ def clear_of_boundaries(logits: torch.Tensor, row: SamplingRow) -> bool:
 @given(rows=st.lists(row_strategy, min_size=1, max_size=5), seed=st.integers(0, 2**16))
 def test_probabilities_are_normalised_and_respect_every_filter(rows: list[SamplingRow], seed: int) -> None:
     logits = random_logits(len(rows), seed=seed)
+    # allowed_token_ids that min_tokens wholly suppresses leave nothing to sample (the engine refuses them).
+    assume(all(reference_adjust(logits[i], row).isfinite().any() for i, row in enumerate(rows)))
     assume(all(clear_of_boundaries(logits[i], row) for i, row in enumerate(rows)))
     probs = Sampler().probabilities(logits, build(rows))
     torch.testing.assert_close(probs.sum(dim=1), torch.ones(len(rows)))
