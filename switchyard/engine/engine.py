@@ -834,7 +834,9 @@ class LLMEngine:
             k = request.params.prompt_logprobs or 0
             logprobs = torch.log_softmax(logits, dim=-1)
             targets = torch.tensor(request.prompt_token_ids[first + 1 : first + 1 + logits.shape[0]])
-            chosen = logprobs.gather(1, targets[:, None]).squeeze(1).tolist()
+            chosen_values = logprobs.gather(1, targets[:, None])
+            ranks = ((logprobs > chosen_values).sum(dim=1) + 1).tolist()
+            chosen = chosen_values.squeeze(1).tolist()
             top_values = top_ids = None
             if k:
                 top_values, top_ids = (t.tolist() for t in logprobs.topk(k, dim=-1))
@@ -844,7 +846,9 @@ class LLMEngine:
                     alternatives = (
                         list(zip(top_ids[j], top_values[j], strict=True)) if top_ids and top_values else []
                     )
-                    request.prompt_logprobs[position] = TokenLogprob(targets[j].item(), value, alternatives)
+                    request.prompt_logprobs[position] = TokenLogprob(
+                        targets[j].item(), value, alternatives, rank=ranks[j]
+                    )
 
     # --------------------------------------------------------------- recovery
     def recover_after_hang(self, max_hangs: int = 1) -> list[RequestOutput]:

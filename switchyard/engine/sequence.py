@@ -51,6 +51,8 @@ class TokenLogprob:
     token_id: int
     logprob: float
     top: list[tuple[int, float]] = field(default_factory=list)
+    rank: int | None = None
+    """1 + how many tokens were more likely (prompt tokens only; None where not computed)."""
 
 
 @dataclass(eq=False)

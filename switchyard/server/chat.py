@@ -57,6 +57,7 @@ from switchyard.server.protocol import (
     ToolCall,
     TopLogprob,
     Usage,
+    prompt_logprobs_of,
 )
 from switchyard.server.response_format import structured_outputs_of
 from switchyard.server.state import ServerState, TokenTexts, new_id, tenant_of
@@ -126,6 +127,7 @@ async def create_chat_completion(
         body.logprobs,
         tool_format,
         reasoning,
+        prompt_logprobs=body.prompt_logprobs,
     )
     if body.stream:
         chunks = reply.chunks(
@@ -177,8 +179,10 @@ class _ChatReply:
         want_logprobs: bool,
         tool_format: ToolCallFormat | None = None,
         reasoning: _Reasoning | None = None,
+        prompt_logprobs: int | None = None,
     ) -> None:
         self.request_id = request_id
+        self.prompt_logprobs = prompt_logprobs
         self.model = model
         self.created = created
         self.tokens = tokens
@@ -201,6 +205,9 @@ class _ChatReply:
             model=self.model,
             choices=choices,
             usage=Usage.of([final], self._reasoning_tokens(final)),
+            prompt_logprobs=None
+            if self.prompt_logprobs is None
+            else prompt_logprobs_of(final, self.prompt_logprobs, self.tokens.text),
         )
 
     def _reasoning_tokens(self, final: RequestOutput) -> int | None:

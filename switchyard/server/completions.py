@@ -26,6 +26,7 @@ from switchyard.server.protocol import (
     CompletionRequest,
     CompletionResponse,
     Usage,
+    prompt_logprobs_of,
 )
 from switchyard.server.response_format import structured_outputs_of
 from switchyard.server.state import ServerState, TokenTexts, new_id, tenant_of
@@ -43,7 +44,7 @@ async def create_completion(
     max_tokens = body.max_tokens if generate else 1
     params = body.build_sampling_params(state.engine.generation_defaults, max_tokens, body.logprobs)
     if body.echo and body.logprobs is not None:
-        params.prompt_logprobs = body.logprobs
+        params.prompt_logprobs = max(body.logprobs, params.prompt_logprobs or 0)
     constraint = structured_outputs_of(None, body.structured_outputs, body.guided_fields())
     if constraint is not None:
         await state.engine.compile_grammar(constraint)  # 400 for a bad grammar, before anything is queued
@@ -77,6 +78,7 @@ async def create_completion(
         body.logprobs,
         echo_texts=echo_texts,
         generate=generate,
+        prompt_logprobs=body.prompt_logprobs,
     )
     if body.stream:
         return event_stream_response(
@@ -124,6 +126,7 @@ class _CompletionReply:
         logprobs: int | None,
         echo_texts: list[str] | None = None,
         generate: bool = True,
+        prompt_logprobs: int | None = None,
     ) -> None:
         self.request_id = request_id
         self.model = model
@@ -133,6 +136,8 @@ class _CompletionReply:
         self.want_logprobs = logprobs is not None
         self.echo_texts = echo_texts
         self.generate = generate
+        self.prompt_logprobs = prompt_logprobs
+        """vLLM's field: this many alternatives per prompt token, on every whole choice; None: not asked."""
 
     async def collect(self, streams: list[RequestStream]) -> CompletionResponse:
         finals: list[RequestOutput | None] = [None] * len(streams)
@@ -226,6 +231,9 @@ class _CompletionReply:
             logprobs=self._logprobs(rows, offset) if self.want_logprobs and (whole or rows) else None,
             finish_reason=completion.finish_reason,
             stop_reason=completion.stop_reason,
+            prompt_logprobs=prompt_logprobs_of(output, self.prompt_logprobs, self.tokens.text)
+            if whole and self.prompt_logprobs is not None
+            else None,
         )
 
     def _usage_so_far(self, output: RequestOutput, completion: CompletionOutput) -> Usage:

@@ -9,7 +9,8 @@ names the field (`stop`) instead of a union branch (`stop.list[str]`).
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Literal, Protocol
+from collections.abc import Callable
+from typing import Annotated, Any, ClassVar, Literal, Protocol
 
 from pydantic import (
     BaseModel,
@@ -21,7 +22,7 @@ from pydantic import (
 )
 
 from switchyard.engine.sampling_params import SamplingParams
-from switchyard.engine.sequence import RequestOutput
+from switchyard.engine.sequence import RequestOutput, TokenLogprob
 from switchyard.errors import InvalidRequestError
 from switchyard.models.tokenizer import GenerationDefaults
 
@@ -213,6 +214,8 @@ class _SamplingRequest(_Request):
     bad_words: list[str] | None = None
     truncate_prompt_tokens: int | None = None
     """Keep only the prompt's last k tokens (-1: as many as fit beside max_tokens)."""
+    prompt_logprobs: int | None = None
+    """vLLM's: each prompt token's logprob and rank, with this many top alternatives (not when streaming)."""
     return_tokens_as_token_ids: bool | None = None
     """Logprob entries name tokens as "token_id:N" (omitted: the server's --return-tokens-as-token-ids)."""
 
@@ -245,6 +248,11 @@ class _SamplingRequest(_Request):
             raise InvalidRequestError(
                 "stream_options is only allowed when stream is true", param="stream_options"
             )
+        if self.stream and self.prompt_logprobs is not None:
+            # As vLLM: a stream has no place for them before its first chunk.
+            raise InvalidRequestError(
+                "prompt_logprobs is not available when streaming", param="prompt_logprobs"
+            )
         return SamplingParams(
             n=self.n,
             temperature=_first(self.temperature, defaults.temperature, 1.0),
@@ -267,6 +275,7 @@ class _SamplingRequest(_Request):
             allowed_token_ids=self.allowed_token_ids,
             bad_words=list(self.bad_words or []),
             truncate_prompt_tokens=self.truncate_prompt_tokens,
+            prompt_logprobs=self.prompt_logprobs,
         )
 
 
@@ -343,6 +352,54 @@ MIN_LOGPROB = -9999.0
 """-inf is not valid JSON; a token the sampler masked out reports this logprob instead (as vLLM does)."""
 
 
+class _OmitsAbsent(_Response):
+    """A response whose optional fields listed in `_omitted_when_none` are left out, not sent as null."""
+
+    _omitted_when_none: ClassVar[tuple[str, ...]] = ()
+
+    @model_serializer(mode="wrap")
+    def _omit_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        fields = handler(self)
+        for name in self._omitted_when_none:
+            if fields.get(name) is None:
+                fields.pop(name, None)
+        return fields
+
+
+class PromptLogprob(_Response):
+    """vLLM's entry for one token at one prompt position."""
+
+    logprob: float
+    rank: int | None = None
+    decoded_token: str
+
+
+PromptLogprobs = list[dict[str, PromptLogprob] | None]
+"""Per prompt position: token id (as a string) -> entry, holding the prompt's own token and the top
+alternatives; None at the first position, which nothing predicts."""
+
+
+def prompt_logprobs_of(output: RequestOutput, num_top: int, text: Callable[[int], str]) -> PromptLogprobs:
+    """The `prompt_logprobs` field of a finished request that asked for them, with `num_top` alternatives."""
+    entries: list[TokenLogprob | None] = list(output.prompt_logprobs or [])
+    rows: PromptLogprobs = []
+    for entry in entries:
+        if entry is None:
+            rows.append(None)
+            continue
+        row = {
+            str(token_id): PromptLogprob(
+                logprob=max(lp, MIN_LOGPROB), rank=rank, decoded_token=text(token_id)
+            )
+            for rank, (token_id, lp) in enumerate(entry.top[:num_top], start=1)
+        }
+        row[str(entry.token_id)] = PromptLogprob(
+            logprob=max(entry.logprob, MIN_LOGPROB), rank=entry.rank, decoded_token=text(entry.token_id)
+        )
+        rows.append(row)
+    return rows
+
+
 class PromptTokensDetails(_Response):
     cached_tokens: int = 0
 
@@ -351,20 +408,15 @@ class CompletionTokensDetails(_Response):
     reasoning_tokens: int
 
 
-class Usage(_Response):
+class Usage(_OmitsAbsent):
+    _omitted_when_none = ("completion_tokens_details",)
+
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
     prompt_tokens_details: PromptTokensDetails
     completion_tokens_details: CompletionTokensDetails | None = None
     """With --reasoning-parser: how many of the completion tokens were reasoning (OpenAI's field)."""
-
-    @model_serializer(mode="wrap")
-    def _drop_absent_details(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        fields = handler(self)
-        if fields.get("completion_tokens_details") is None:
-            fields.pop("completion_tokens_details", None)
-        return fields
 
     @classmethod
     def so_far(cls, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> Usage:
@@ -458,13 +510,16 @@ class ChatChoice(_Response):
     """vLLM extra: the stop string or token id that ended the choice."""
 
 
-class ChatCompletionResponse(_Response):
+class ChatCompletionResponse(_OmitsAbsent):
+    _omitted_when_none = ("prompt_logprobs",)
+
     id: str
     object: Literal["chat.completion"] = "chat.completion"
     created: int
     model: str
     choices: list[ChatChoice]
     usage: Usage
+    prompt_logprobs: PromptLogprobs | None = None
 
 
 class ChatDelta(_Response):
@@ -505,12 +560,16 @@ class CompletionLogprobs(_Response):
     text_offset: list[int]
 
 
-class CompletionChoice(_Response):
+class CompletionChoice(_OmitsAbsent):
+    _omitted_when_none = ("prompt_logprobs",)
+
     index: int
     text: str
     logprobs: CompletionLogprobs | None = None
     finish_reason: str | None = None
     stop_reason: str | int | None = None
+    prompt_logprobs: PromptLogprobs | None = None
+    """vLLM's: the logprobs of this choice's prompt (asked with `prompt_logprobs`)."""
 
 
 class CompletionResponse(_Response):

@@ -156,6 +156,8 @@ def test_logprobs_match_reference_log_softmax(llm: LLM) -> None:
         assert entry is not None and entry.token_id == prompt[position]
         assert math.isclose(entry.logprob, reference[position - 1, prompt[position]].item(), abs_tol=1e-4)
         assert len(entry.top) == 2
+        more_likely = reference[position - 1] > reference[position - 1, prompt[position]] + 1e-4
+        assert entry.rank is not None and abs(entry.rank - (1 + int(more_likely.sum()))) <= 1
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,5 @@
-"""vLLM's token-level request extras over HTTP: allowed_token_ids, bad_words, truncate_prompt_tokens and
-return_tokens_as_token_ids, on chat and completions, with the official client."""
+"""vLLM's token-level request extras over HTTP: allowed_token_ids, bad_words, truncate_prompt_tokens,
+prompt_logprobs and return_tokens_as_token_ids, on chat and completions, with the official client."""
 
 from __future__ import annotations
 
@@ -103,6 +103,51 @@ def test_logprob_tokens_are_text_unless_asked(client: openai.OpenAI) -> None:
         **GREEDY,
     )
     assert not any(e.token.startswith("token_id:") for e in plain.choices[0].logprobs.content)  # type: ignore[union-attr]
+
+
+def test_prompt_logprobs_on_completions_agree_with_echo(client: openai.OpenAI) -> None:
+    prompt = [5, 17, 99, 4, 250, 31, 8]
+    response = client.completions.create(
+        model=MODEL, prompt=prompt, max_tokens=1, temperature=0, extra_body={"prompt_logprobs": 2}
+    )
+    rows = response.choices[0].model_extra["prompt_logprobs"]  # type: ignore[index]
+    assert len(rows) == len(prompt) and rows[0] is None
+    echo = client.completions.create(model=MODEL, prompt=prompt, max_tokens=0, echo=True, logprobs=2)
+    echoed = echo.choices[0].logprobs.token_logprobs  # type: ignore[union-attr]
+    for position, row in enumerate(rows[1:], start=1):
+        own = row[str(prompt[position])]
+        assert own["logprob"] == pytest.approx(echoed[position], abs=1e-5)  # type: ignore[index]
+        by_rank = sorted(row.values(), key=lambda e: e["rank"])
+        assert [e["logprob"] for e in by_rank] == sorted((e["logprob"] for e in by_rank), reverse=True)
+        if len(row) == 2:  # the prompt's token is one of the top two
+            assert [e["rank"] for e in by_rank] == [1, 2]
+        else:
+            assert len(row) == 3 and [e["rank"] for e in by_rank[:2]] == [1, 2] and own["rank"] >= 3
+        assert all(isinstance(e["decoded_token"], str) for e in row.values())
+    plain = client.completions.create(model=MODEL, prompt=prompt, max_tokens=1)
+    assert "prompt_logprobs" not in (plain.choices[0].model_extra or {})
+
+
+def test_prompt_logprobs_on_chat_cover_the_rendered_prompt(client: openai.OpenAI) -> None:
+    response = client.chat.completions.create(
+        model=MODEL,
+        messages=MESSAGES,  # type: ignore[arg-type]
+        **GREEDY,
+        extra_body={"prompt_logprobs": 0},
+    )
+    rows = response.model_extra["prompt_logprobs"]  # type: ignore[index]
+    assert response.usage is not None and len(rows) == response.usage.prompt_tokens
+    assert rows[0] is None and all(len(row) == 1 for row in rows[1:])
+    assert all(next(iter(row.values()))["rank"] >= 1 for row in rows[1:])
+    with pytest.raises(openai.BadRequestError) as info:
+        client.chat.completions.create(
+            model=MODEL,
+            messages=MESSAGES,  # type: ignore[arg-type]
+            stream=True,
+            **GREEDY,
+            extra_body={"prompt_logprobs": 1},
+        )
+    assert info.value.body["param"] == "prompt_logprobs"  # type: ignore[index]
 
 
 @pytest.fixture(scope="module")
