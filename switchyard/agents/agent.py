@@ -30,6 +30,10 @@ class ModelSettings:
     """Once a tool result is in the conversation: "auto" by default, so a forced call cannot loop forever."""
     parallel_tool_calls: bool | None = None
     extra_body: dict[str, Any] = field(default_factory=dict)
+    replay_reasoning: bool = False
+    """Send earlier turns' reasoning back as `reasoning_content`, which Qwen3-style templates show the model
+    for the turns since the last user message (its thinking between tool calls). Off by default: some APIs
+    (DeepSeek's) refuse the field in input. The run's messages keep the reasoning either way."""
 
 
 class ToolConcurrency(StrEnum):

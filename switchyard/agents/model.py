@@ -56,6 +56,8 @@ class ModelResponse:
     tool_calls: list[ToolCallRequest]
     usage: ModelUsage
     finish_reason: str | None = None
+    reasoning: str | None = None
+    """A reasoning model's thinking, where the endpoint returns it apart (`reasoning_content` or `reasoning`)."""
 
 
 DeltaCallback = Callable[[str], None]
@@ -109,7 +111,9 @@ class OpenAIModelClient:
                 if reply.usage
                 else ModelUsage()
             )
-            return ModelResponse(choice.message.content, calls, usage, choice.finish_reason)
+            return ModelResponse(
+                choice.message.content, calls, usage, choice.finish_reason, _reasoning_of(choice.message)
+            )
         return await self._stream(kwargs, on_delta)
 
     async def _stream(self, kwargs: dict[str, Any], on_delta: DeltaCallback) -> ModelResponse:
@@ -117,6 +121,7 @@ class OpenAIModelClient:
             stream=True, stream_options={"include_usage": True}, **kwargs
         )
         content: list[str] = []
+        reasoning: list[str] = []
         calls: dict[int, dict[str, str]] = {}
         usage = ModelUsage()
         finish = None
@@ -130,6 +135,7 @@ class OpenAIModelClient:
             if choice.delta.content:
                 content.append(choice.delta.content)
                 on_delta(choice.delta.content)
+            reasoning.append(_reasoning_of(choice.delta) or "")
             for piece in choice.delta.tool_calls or []:
                 entry = calls.setdefault(piece.index, {"id": "", "name": "", "arguments": ""})
                 entry["id"] = piece.id or entry["id"]
@@ -137,4 +143,15 @@ class OpenAIModelClient:
                     entry["name"] = piece.function.name or entry["name"]
                     entry["arguments"] += piece.function.arguments or ""
         requests = [ToolCallRequest(c["id"], c["name"], c["arguments"]) for _, c in sorted(calls.items())]
-        return ModelResponse("".join(content) or None, requests, usage, finish)
+        return ModelResponse("".join(content) or None, requests, usage, finish, "".join(reasoning) or None)
+
+
+def _reasoning_of(message: Any) -> str | None:
+    """The reasoning text of a message or delta: vLLM's and Switchyard's `reasoning`, or DeepSeek's
+    `reasoning_content` (the openai client keeps both as extra fields)."""
+    extra = getattr(message, "model_extra", None) or {}
+    for name in ("reasoning_content", "reasoning"):
+        value = extra.get(name)
+        if isinstance(value, str):
+            return value
+    return None

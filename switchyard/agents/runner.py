@@ -267,6 +267,8 @@ class Runner:
         state.usage.add(response.usage)
         state.cost += cost
         message: dict[str, Any] = {"role": "assistant", "content": response.content}
+        if response.reasoning:
+            message["reasoning_content"] = response.reasoning
         if response.tool_calls:
             message["tool_calls"] = [
                 {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
@@ -374,9 +376,12 @@ class Runner:
         if run.limits.max_tokens is not None:
             left = max(run.limits.max_tokens - state.usage.total_tokens, 1)
             max_tokens = min(max_tokens or left, left)
+        messages = state.messages
+        if not settings.replay_reasoning:
+            messages = [_without_reasoning(m) for m in messages]
         return ModelRequest(
             model=agent.model,
-            messages=[{"role": "system", "content": system}, *state.messages],
+            messages=[{"role": "system", "content": system}, *messages],
             tools=specs,
             tool_choice=settings.tool_choice_after_tools if seen_tools else settings.tool_choice,
             temperature=settings.temperature,
@@ -518,3 +523,9 @@ async def _save_to_session(session: Session | None, state: RunState) -> None:
     if new:
         await session.add_items(new)
         state.session_saved = len(state.messages)
+
+
+def _without_reasoning(message: dict[str, Any]) -> dict[str, Any]:
+    if "reasoning_content" not in message:
+        return message
+    return {k: v for k, v in message.items() if k != "reasoning_content"}

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import re
+import shutil
 import threading
 import time
 from dataclasses import dataclass
@@ -133,3 +135,31 @@ def metric(text: str, name: str, **labels: str) -> float:
         if found == wanted:
             return float(match.group(3))
     raise KeyError(f"{name}{wanted} not in metrics")
+
+
+# ChatML whose generation prompt follows the reasoning switches of real templates: Qwen3's
+# `enable_thinking: false` writes an empty think block, and `open_think` ends the prompt inside one, as
+# DeepSeek-R1's and Qwen3-Thinking-2507's templates do. An assistant turn replays its reasoning_content.
+def thinking_template(open_by_default: bool = False) -> str:
+    """The template; `open_by_default` ends every generation prompt inside <think> (DeepSeek-R1's way)."""
+    opens = "open_think is not defined or open_think" if open_by_default else "open_think"
+    return (
+        "{% for message in messages %}<|im_start|>{{ message['role'] }}{{ '\\n' }}"
+        "{% if message['role'] == 'assistant' and message['reasoning_content'] %}"
+        "<think>{{ '\\n' }}{{ message['reasoning_content'] }}{{ '\\n' }}</think>{{ '\\n\\n' }}{% endif %}"
+        "{{ message['content'] or '' }}"
+        "{% if not (loop.last and message['role'] == 'assistant') %}<|im_end|>{{ '\\n' }}{% endif %}"
+        "{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant{{ '\\n' }}"
+        "{% if enable_thinking is defined and not enable_thinking %}<think>{{ '\\n\\n' }}</think>{{ '\\n\\n' }}"
+        f"{{% elif {opens} %}}<think>{{{{ '\\n' }}}}{{% endif %}}{{% endif %}}"
+    )
+
+
+def with_template(tiny_model_dir: Path, folder: Path, template: str) -> Path:
+    shutil.copytree(tiny_model_dir, folder, dirs_exist_ok=True)
+    config_path = folder / "tokenizer_config.json"
+    config = json.loads(config_path.read_text())
+    config["chat_template"] = template
+    config_path.write_text(json.dumps(config))
+    return folder

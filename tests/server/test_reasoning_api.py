@@ -5,50 +5,20 @@
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from harness import MODEL, RunningServer, start_server
+from harness import MODEL, RunningServer, start_server, thinking_template, with_template
 from transformers import AutoTokenizer
 
 from switchyard.cli import REASONING_PARSERS as CLI_PARSERS
 from switchyard.reasoning import REASONING_PARSERS, split_reasoning
 
-
-# ChatML whose generation prompt follows the reasoning switches of real templates: Qwen3's
-# `enable_thinking: false` writes an empty think block, and `open_think` ends the prompt inside one, as
-# DeepSeek-R1's and Qwen3-Thinking-2507's templates do. An assistant turn replays its reasoning_content.
-def thinking_template(open_by_default: bool = False) -> str:
-    """The template; `open_by_default` ends every generation prompt inside <think> (DeepSeek-R1's way)."""
-    opens = "open_think is not defined or open_think" if open_by_default else "open_think"
-    return (
-        "{% for message in messages %}<|im_start|>{{ message['role'] }}{{ '\\n' }}"
-        "{% if message['role'] == 'assistant' and message['reasoning_content'] %}"
-        "<think>{{ '\\n' }}{{ message['reasoning_content'] }}{{ '\\n' }}</think>{{ '\\n\\n' }}{% endif %}"
-        "{{ message['content'] or '' }}"
-        "{% if not (loop.last and message['role'] == 'assistant') %}<|im_end|>{{ '\\n' }}{% endif %}"
-        "{% endfor %}"
-        "{% if add_generation_prompt %}<|im_start|>assistant{{ '\\n' }}"
-        "{% if enable_thinking is defined and not enable_thinking %}<think>{{ '\\n\\n' }}</think>{{ '\\n\\n' }}"
-        f"{{% elif {opens} %}}<think>{{{{ '\\n' }}}}{{% endif %}}{{% endif %}}"
-    )
-
-
 USER = [{"role": "user", "content": "What is 2 + 2?"}]
 GREEDY: dict[str, Any] = {"model": MODEL, "max_tokens": 12, "temperature": 0}
-
-
-def with_template(tiny_model_dir: Path, folder: Path, template: str) -> Path:
-    shutil.copytree(tiny_model_dir, folder, dirs_exist_ok=True)
-    config_path = folder / "tokenizer_config.json"
-    config = json.loads(config_path.read_text())
-    config["chat_template"] = template
-    config_path.write_text(json.dumps(config))
-    return folder
 
 
 @pytest.fixture(scope="module")
