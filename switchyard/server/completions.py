@@ -49,13 +49,14 @@ async def create_completion(
     if constraint is not None:
         await state.engine.compile_grammar(constraint)  # 400 for a bad grammar, before anything is queued
         params.structured_outputs = constraint
-    echo_texts = await _prompt_texts(state, body.prompt) if body.echo else None
+    # Text is tokenized on the text thread, so a huge prompt never stalls the engine's steps.
+    prompts = [await state.engine.text.encode(p) if isinstance(p, str) else p for p in body.prompt]
+    kept = [state.engine.engine.truncate_prompt(ids, params) for ids in prompts]
+    echo_texts = await _prompt_texts(state, body.prompt, prompts, kept) if body.echo else None
     request_id = new_id("cmpl")
     streams: list[RequestStream] = []
     try:
-        for index, prompt in enumerate(body.prompt):
-            # Text is tokenized on the text thread, so a huge prompt never stalls the engine's steps.
-            token_ids = await state.engine.text.encode(prompt) if isinstance(prompt, str) else prompt
+        for index, token_ids in enumerate(kept):
             streams.append(
                 await state.admit(
                     f"{request_id}-{index}",
@@ -91,17 +92,20 @@ async def create_completion(
             stream.abort()
 
 
-async def _prompt_texts(state: ServerState, prompts: list[str | list[int]]) -> list[str]:
-    """Each prompt as text, for echo: a string as given, token ids decoded (on the text thread)."""
+async def _prompt_texts(
+    state: ServerState, prompts: list[str | list[int]], token_ids: list[list[int]], kept: list[list[int]]
+) -> list[str]:
+    """Each prompt as text, for echo: a string as given, token ids (or what truncate_prompt_tokens kept of
+    either) decoded on the text thread."""
     engine = state.engine
     texts = []
-    for prompt in prompts:
-        if isinstance(prompt, str):
+    for prompt, ids, kept_ids in zip(prompts, token_ids, kept, strict=True):
+        if isinstance(prompt, str) and len(kept_ids) == len(ids):
             texts.append(prompt)
         elif engine.tokenizer is None:
             raise InvalidRequestError("echo of token-id prompts needs the model's tokenizer", param="echo")
         else:
-            texts.append(await engine.text.decode(prompt))
+            texts.append(await engine.text.decode(kept_ids))
     return texts
 
 

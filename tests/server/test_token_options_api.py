@@ -82,6 +82,27 @@ def test_truncate_prompt_tokens_counts_the_kept_prompt(client: openai.OpenAI) ->
     assert usages and set(usages) == {5}
 
 
+def test_echo_shows_the_truncated_prompt(server: RunningServer, client: openai.OpenAI) -> None:
+    prompt = "The quick brown fox jumps over the lazy dog"
+    ids = server.llm_engine.tokenizer.encode(prompt)
+    response = client.completions.create(
+        model=MODEL,
+        prompt=prompt,
+        max_tokens=0,
+        echo=True,
+        logprobs=0,
+        extra_body={"truncate_prompt_tokens": 4},
+    )
+    choice = response.choices[0]
+    assert choice.text == server.llm_engine.tokenizer.decode(ids[-4:])
+    assert (
+        choice.logprobs is not None
+        and choice.logprobs.tokens is not None
+        and len(choice.logprobs.tokens) == 4
+    )
+    assert "".join(choice.logprobs.tokens) == choice.text
+
+
 def test_logprob_tokens_are_text_unless_asked(client: openai.OpenAI) -> None:
     response = client.chat.completions.create(
         model=MODEL,
