@@ -22,7 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from switchyard.bundled.corpus import HELDOUT_SEED_OFFSET, CorpusConfig, generate_corpus
-from switchyard.bundled.entities import HELDOUT_ENTITIES, TRAIN_ENTITIES, EntityLists
+from switchyard.bundled.entities import HELDOUT_ENTITIES, TRAINING_NAME_COUNT, EntityLists, training_entities
 from switchyard.bundled.example import Category
 from switchyard.bundled.quality import EngineGenerator, evaluate
 
@@ -32,9 +32,10 @@ def _stem_and_suffix(company: str) -> tuple[str, str]:
     return stem, suffix
 
 
-def entity_variants(seed: int = 0) -> dict[str, EntityLists]:
-    """The entity lists compared, by name; each has as many companies as the held-out lists."""
-    held, train = HELDOUT_ENTITIES, TRAIN_ENTITIES
+def entity_variants(seed: int = 0, entity_count: int = TRAINING_NAME_COUNT) -> dict[str, EntityLists]:
+    """The entity lists compared, by name; each has as many companies as the held-out lists. `entity_count`
+    is the run's `--entity-count`, which sets its training lists."""
+    held, train = HELDOUT_ENTITIES, training_entities(entity_count)
     rng = random.Random(f"entity-gap-{seed}")
     count = len(held.companies)
     train_companies = tuple(rng.sample(train.companies, count))
@@ -67,6 +68,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--categories", default="grounded,json_extraction", help="comma-separated categories")
     parser.add_argument("--seed", type=int, default=0, help="training seed the held-out seed is derived from")
     parser.add_argument("--json", type=Path, help="also write the rates to this file")
+    parser.add_argument(
+        "--entity-count",
+        type=int,
+        default=TRAINING_NAME_COUNT,
+        help="the run's --entity-count (training lists)",
+    )
     args = parser.parse_args(argv)
     try:
         categories = [Category(c.strip()) for c in args.categories.split(",") if c.strip()]
@@ -77,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     weights = {c: 1.0 / len(categories) for c in categories}
     generator = EngineGenerator(args.model, max_new_tokens=96)
     rates: dict[str, dict[str, dict[str, float | int]]] = {}
-    for name, entities in entity_variants(args.seed).items():
+    for name, entities in entity_variants(args.seed, args.entity_count).items():
         config = CorpusConfig(
             seed=args.seed + HELDOUT_SEED_OFFSET, size=args.examples, entities=entities, weights=weights
         )

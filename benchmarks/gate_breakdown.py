@@ -24,7 +24,7 @@ from typing import Any
 
 from switchyard.bundled.corpus import CorpusConfig, generate_corpus, heldout_config
 from switchyard.bundled.data import tokenize_examples
-from switchyard.bundled.entities import HELDOUT_ENTITIES
+from switchyard.bundled.entities import HELDOUT_ENTITIES, TRAINING_NAME_COUNT, training_entities
 from switchyard.bundled.example import CheckKind, Example
 from switchyard.bundled.quality import METRICS
 from switchyard.bundled.tokenizer_training import load_tokenizer
@@ -94,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="the gate's --seed (also the training corpus')")
     parser.add_argument("--train-examples", type=int, default=20_000)
     parser.add_argument("--rare", type=int, default=2, help="reply-token count below which a piece is rare")
+    parser.add_argument("--entity-count", type=int, default=TRAINING_NAME_COUNT,
+                        help="the run's --entity-count, so rarity is counted on its training lists")  # fmt: skip
     parser.add_argument("--json", type=Path, help="also write the breakdown here")
     args = parser.parse_args(argv)
 
@@ -112,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     tokenizer = load_tokenizer(args.model)
     recipe = DefaultRecipe()
     train = generate_corpus(CorpusConfig(seed=args.seed, size=args.train_examples,
+                                         entities=training_entities(args.entity_count),
                                          weights=dict(recipe.corpus_weights), group_size=recipe.group_size,
                                          grounded_forms=recipe.grounded_forms))  # fmt: skip
     counts = reply_counts(tokenize_examples(tokenizer, train), tokenizer.get_vocab_size())

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from switchyard.bundled.entities import HELDOUT_ENTITIES, TRAIN_ENTITIES
+from switchyard.bundled.entities import HELDOUT_ENTITIES, TRAIN_ENTITIES, training_entities
 
 
 def _entity_gap() -> Any:
@@ -42,3 +42,10 @@ def test_variants_hold_out_what_they_name() -> None:
         parts = [c.rpartition(" ") for c in variants[name].companies]
         assert all(stem in stems and suffix in suffixes for stem, _, suffix in parts), name
         assert variants[name].cities == held.cities
+
+
+def test_a_runs_entity_count_sets_its_training_names() -> None:
+    wide = training_entities(600)
+    names = _entity_gap().entity_variants(seed=0, entity_count=600)["training names"]
+    assert names.cities == wide.cities and set(names.companies) <= set(wide.companies)
+    assert names.cities != TRAIN_ENTITIES.cities
