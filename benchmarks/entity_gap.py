@@ -32,10 +32,12 @@ def _stem_and_suffix(company: str) -> tuple[str, str]:
     return stem, suffix
 
 
-def entity_variants(seed: int = 0, entity_count: int = TRAINING_NAME_COUNT) -> dict[str, EntityLists]:
+def entity_variants(
+    seed: int = 0, entity_count: int = TRAINING_NAME_COUNT, real_share: float = 0.0
+) -> dict[str, EntityLists]:
     """The entity lists compared, by name; each has as many companies as the held-out lists. `entity_count`
     is the run's `--entity-count`, which sets its training lists."""
-    held, train = HELDOUT_ENTITIES, training_entities(entity_count)
+    held, train = HELDOUT_ENTITIES, training_entities(entity_count, real_share)
     rng = random.Random(f"entity-gap-{seed}")
     count = len(held.companies)
     train_companies = tuple(rng.sample(train.companies, count))
@@ -74,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         default=TRAINING_NAME_COUNT,
         help="the run's --entity-count (training lists)",
     )
+    parser.add_argument("--real-entity-share", type=float, default=0.0, help="the run's --real-entity-share")
     args = parser.parse_args(argv)
     try:
         categories = [Category(c.strip()) for c in args.categories.split(",") if c.strip()]
@@ -84,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     weights = {c: 1.0 / len(categories) for c in categories}
     generator = EngineGenerator(args.model, max_new_tokens=96)
     rates: dict[str, dict[str, dict[str, float | int]]] = {}
-    for name, entities in entity_variants(args.seed, args.entity_count).items():
+    for name, entities in entity_variants(args.seed, args.entity_count, args.real_entity_share).items():
         config = CorpusConfig(
             seed=args.seed + HELDOUT_SEED_OFFSET, size=args.examples, entities=entities, weights=weights
         )

@@ -94,8 +94,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="the gate's --seed (also the training corpus')")
     parser.add_argument("--train-examples", type=int, default=20_000)
     parser.add_argument("--rare", type=int, default=2, help="reply-token count below which a piece is rare")
-    parser.add_argument("--entity-count", type=int, default=TRAINING_NAME_COUNT,
-                        help="the run's --entity-count, so rarity is counted on its training lists")  # fmt: skip
+    parser.add_argument(
+        "--entity-count",
+        type=int,
+        default=TRAINING_NAME_COUNT,
+        help="the run's --entity-count, so rarity is counted on its training lists",
+    )
+    parser.add_argument("--real-entity-share", type=float, default=0.0, help="the run's --real-entity-share")  # fmt: skip
     parser.add_argument("--json", type=Path, help="also write the breakdown here")
     args = parser.parse_args(argv)
 
@@ -114,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     tokenizer = load_tokenizer(args.model)
     recipe = DefaultRecipe()
     train = generate_corpus(CorpusConfig(seed=args.seed, size=args.train_examples,
-                                         entities=training_entities(args.entity_count),
+                                         entities=training_entities(args.entity_count, args.real_entity_share),
                                          weights=dict(recipe.corpus_weights), group_size=recipe.group_size,
                                          grounded_forms=recipe.grounded_forms))  # fmt: skip
     counts = reply_counts(tokenize_examples(tokenizer, train), tokenizer.get_vocab_size())

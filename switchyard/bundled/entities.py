@@ -10,7 +10,10 @@ which also gives the training set names no tokenizer merge has seen as a whole w
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
+
+from switchyard.bundled.real_entries import load_real_entries
 
 
 def _words(text: str) -> list[str]:
@@ -223,6 +226,7 @@ def widen_for_training(
     count: int = TRAINING_NAME_COUNT,
     seed: int = 7,
     company_count: int = 24_000,
+    real_share: float = 0.0,
 ) -> EntityLists:
     """Training lists plus many invented entries, so no name recurs often enough to be worth memorising.
 
@@ -234,6 +238,10 @@ def widen_for_training(
     810 companies on 8 suffixes (each named ~460 times in the 200k corpus) run 18 answered 0.72-0.77 of grounded
     questions about training companies against 0.48-0.55 about held-out ones, whether the values were held out
     or not; at 24k the gap fell to 0.06 and the gate's grounded rate rose to 0.583 (run 24).
+
+    `real_share` of the added people, cities, jobs and products are real-world ones (`real_entries`, from
+    Faker's tables, none sharing a word with the held-out lists) instead of invented: the held-out values are
+    real words, and a corpus of invented ones taught run 25 to write invented-looking pieces for them.
     """
     banned = {
         word.casefold()
@@ -251,19 +259,47 @@ def widen_for_training(
         return _invented_words(n, rng, banned, (1, 3))
 
     suffixes = [s for s in _COMPANY_SUFFIXES_WIDE if s.casefold() not in banned]
+    if not 0.0 <= real_share <= 1.0:
+        raise ValueError(f"real_share must be in [0, 1], got {real_share}")
+    real = load_real_entries(banned) if real_share > 0 else None
+    real_rng = random.Random(f"widen-real-{seed}")
+
+    def mixed(
+        n: int, invent: Callable[[int], Sequence[str]], pool: Callable[[], Sequence[str]]
+    ) -> tuple[str, ...]:
+        """n entries: `real_share` of them drawn from the real pool (as many as it has), the rest invented. All
+        n are invented either way, so the invented stream (and the companies drawn after it) stays the same."""
+        invented = tuple(invent(n))
+        if real is None:
+            return invented
+        candidates = pool()
+        taken = real_rng.sample(list(candidates), min(len(candidates), round(n * real_share)))
+        return tuple(taken) + invented[: n - len(taken)]
 
     def company(stem: str) -> str:
         if rng.random() < INVENTED_SUFFIX_SHARE:
             return f"{stem} {names(1, (1, 2))[0]}"
         return f"{stem} {rng.choice(suffixes)}"
 
+    def products(words: Sequence[str]) -> list[str]:
+        return [f"{word} {rng.choice(_GENERIC_NOUNS)}" for word in words]
+
+    def real_products() -> list[str]:
+        assert real is not None
+        return [f"{word} {real_rng.choice(_GENERIC_NOUNS)}" for word in real.words]
+
     return EntityLists(
-        first_names=base.first_names + names(count),
-        last_names=base.last_names + names(count),
-        cities=base.cities + names(count),
+        first_names=base.first_names + mixed(count, names, lambda: real.first_names if real else ()),
+        last_names=base.last_names + mixed(count, names, lambda: real.last_names if real else ()),
+        cities=base.cities + mixed(count, names, lambda: real.cities if real else ()),
         companies=base.companies + tuple(company(stem) for stem in names(company_count, (2, 3))),
-        products=base.products + tuple(f"{word} {rng.choice(_GENERIC_NOUNS)}" for word in lower(count // 2)),
-        jobs=base.jobs + tuple(f"{word} {rng.choice(_ROLE_NOUNS)}" for word in lower(count // 5)),
+        products=base.products + mixed(count // 2, lambda n: products(lower(n)), real_products),
+        jobs=base.jobs
+        + mixed(
+            count // 5,
+            lambda n: [f"{word} {rng.choice(_ROLE_NOUNS)}" for word in lower(n)],
+            lambda: real.jobs if real else (),
+        ),
         topics=base.topics + tuple(f"{word} {rng.choice(_TOPIC_NOUNS)}" for word in lower(count // 5)),
         codewords=base.codewords + tuple(word.upper() for word in lower(count // 5)),
         places=base.places
@@ -275,10 +311,13 @@ HELDOUT_ENTITIES = make_entities(held_out=True)
 TRAIN_ENTITIES = widen_for_training(make_entities(held_out=False), HELDOUT_ENTITIES)
 
 
-def training_entities(count: int = TRAINING_NAME_COUNT) -> EntityLists:
-    """The training lists with `count` invented entries a name list (`TRAIN_ENTITIES` at the default)."""
-    if count == TRAINING_NAME_COUNT:
+def training_entities(count: int = TRAINING_NAME_COUNT, real_share: float = 0.0) -> EntityLists:
+    """The training lists with `count` added entries a name list, `real_share` of them real-world ones
+    (`TRAIN_ENTITIES` at the defaults)."""
+    if count == TRAINING_NAME_COUNT and real_share == 0.0:
         return TRAIN_ENTITIES
     if count < 1:
         raise ValueError(f"invented entries per list must be >= 1, got {count}")
-    return widen_for_training(make_entities(held_out=False), HELDOUT_ENTITIES, count=count)
+    return widen_for_training(
+        make_entities(held_out=False), HELDOUT_ENTITIES, count=count, real_share=real_share
+    )

@@ -1,0 +1,62 @@
+"""`--real-entity-share`: real-world people, cities, jobs and products (Faker's tables) in the widened training
+lists, never sharing a word with the held-out lists, and recorded so a run can be reproduced."""
+
+from __future__ import annotations
+
+from dataclasses import fields, replace
+
+import pytest
+
+from switchyard.bundled.entities import HELDOUT_ENTITIES, EntityLists, make_entities, training_entities
+from switchyard.bundled.real_entries import load_real_entries
+from switchyard.bundled.train import build_parser, main, reproduce_command
+from tests.bundled.factory import tiny_recipe
+
+COUNT = 2000
+
+
+def held_out_words() -> set[str]:
+    return {
+        word.casefold()
+        for field in fields(EntityLists)
+        for entry in getattr(HELDOUT_ENTITIES, field.name)
+        for word in entry.split()
+    }
+
+
+def test_real_entries_are_plain_and_share_no_word_with_the_held_out_lists() -> None:
+    banned = held_out_words()
+    real = load_real_entries(banned)
+    assert len(real.first_names) > 2000 and len(real.last_names) > 2000 and len(real.cities) > 2000
+    assert len(real.jobs) > 100 and len(real.words) > 300
+    for entries in (real.first_names, real.last_names, real.cities, real.jobs, real.words):
+        assert all(entry.isascii() for entry in entries)
+        assert not {w.casefold() for e in entries for w in e.split()} & banned
+    assert "Lars" not in real.first_names  # a held-out first name that Faker's tables hold
+
+
+def test_a_share_mixes_real_entries_in_and_keeps_the_lists_disjoint() -> None:
+    invented = training_entities(COUNT)
+    mixed = training_entities(COUNT, real_share=0.5)
+    real = load_real_entries(held_out_words())
+    for field, pool in (("first_names", real.first_names), ("cities", real.cities), ("jobs", real.jobs)):
+        added = getattr(mixed, field)[len(getattr(make_entities(held_out=False), field)) :]
+        share = sum(entry in set(pool) for entry in added) / len(added)
+        assert 0.45 <= share <= 0.55, (field, share)
+    assert len(mixed.products) == len(invented.products)
+    for field in ("first_names", "last_names", "cities", "products", "jobs", "companies"):
+        assert not set(getattr(mixed, field)) & set(getattr(HELDOUT_ENTITIES, field)), field
+    assert mixed.companies == invented.companies, "companies stay invented"
+    assert training_entities(COUNT, real_share=0.5) == mixed, "the lists are deterministic"
+    assert training_entities(COUNT, real_share=0.0) == invented
+    with pytest.raises(ValueError, match="real_share"):
+        training_entities(COUNT, real_share=1.5)
+
+
+def test_the_option_is_recorded_and_checked() -> None:
+    assert "--real-entity-share" not in reproduce_command(tiny_recipe(), 0, 90)
+    command = reproduce_command(replace(tiny_recipe(), real_entity_share=0.5), 0, 90)
+    assert "--real-entity-share 0.5" in command
+    assert build_parser().parse_args(command.split()[2:]).real_entity_share == 0.5
+    with pytest.raises(SystemExit):
+        main(["--real-entity-share", "1.5"])
