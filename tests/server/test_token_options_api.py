@@ -159,6 +159,8 @@ def test_prompt_logprobs_on_chat_cover_the_rendered_prompt(client: openai.OpenAI
     rows = response.model_extra["prompt_logprobs"]  # type: ignore[index]
     assert response.usage is not None and len(rows) == response.usage.prompt_tokens
     assert rows[0] is None and all(len(row) == 1 for row in rows[1:])
+    plain = client.chat.completions.create(model=MODEL, messages=MESSAGES, **GREEDY)  # type: ignore[arg-type]
+    assert "prompt_logprobs" not in (plain.model_extra or {})
     assert all(next(iter(row.values()))["rank"] >= 1 for row in rows[1:])
     with pytest.raises(openai.BadRequestError) as info:
         client.chat.completions.create(
