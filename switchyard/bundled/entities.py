@@ -13,7 +13,7 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 
-from switchyard.bundled.real_entries import load_real_entries
+from switchyard.bundled.real_entries import RealEntries, load_real_entries
 
 
 def _words(text: str) -> list[str]:
@@ -264,42 +264,32 @@ def widen_for_training(
     real = load_real_entries(banned) if real_share > 0 else None
     real_rng = random.Random(f"widen-real-{seed}")
 
-    def mixed(
-        n: int, invent: Callable[[int], Sequence[str]], pool: Callable[[], Sequence[str]]
-    ) -> tuple[str, ...]:
-        """n entries: `real_share` of them drawn from the real pool (as many as it has), the rest invented. All
-        n are invented either way, so the invented stream (and the companies drawn after it) stays the same."""
-        invented = tuple(invent(n))
+    def mixed(invented: Sequence[str], pool: Callable[[RealEntries], Sequence[str]]) -> tuple[str, ...]:
+        """`invented` with `real_share` of it swapped for entries of the real pool (as many as it has). Drawing
+        every entry invented first keeps the invented stream, and the companies drawn after it, the same."""
         if real is None:
-            return invented
-        candidates = pool()
-        taken = real_rng.sample(list(candidates), min(len(candidates), round(n * real_share)))
-        return tuple(taken) + invented[: n - len(taken)]
+            return tuple(invented)
+        candidates = list(pool(real))
+        taken = real_rng.sample(candidates, min(len(candidates), round(len(invented) * real_share)))
+        return (*taken, *invented[: len(invented) - len(taken)])
 
     def company(stem: str) -> str:
         if rng.random() < INVENTED_SUFFIX_SHARE:
             return f"{stem} {names(1, (1, 2))[0]}"
         return f"{stem} {rng.choice(suffixes)}"
 
-    def products(words: Sequence[str]) -> list[str]:
-        return [f"{word} {rng.choice(_GENERIC_NOUNS)}" for word in words]
-
-    def real_products() -> list[str]:
-        assert real is not None
-        return [f"{word} {real_rng.choice(_GENERIC_NOUNS)}" for word in real.words]
-
     return EntityLists(
-        first_names=base.first_names + mixed(count, names, lambda: real.first_names if real else ()),
-        last_names=base.last_names + mixed(count, names, lambda: real.last_names if real else ()),
-        cities=base.cities + mixed(count, names, lambda: real.cities if real else ()),
+        first_names=base.first_names + mixed(names(count), lambda r: r.first_names),
+        last_names=base.last_names + mixed(names(count), lambda r: r.last_names),
+        cities=base.cities + mixed(names(count), lambda r: r.cities),
         companies=base.companies + tuple(company(stem) for stem in names(company_count, (2, 3))),
-        products=base.products + mixed(count // 2, lambda n: products(lower(n)), real_products),
-        jobs=base.jobs
+        products=base.products
         + mixed(
-            count // 5,
-            lambda n: [f"{word} {rng.choice(_ROLE_NOUNS)}" for word in lower(n)],
-            lambda: real.jobs if real else (),
+            [f"{word} {rng.choice(_GENERIC_NOUNS)}" for word in lower(count // 2)],
+            lambda r: [f"{word} {real_rng.choice(_GENERIC_NOUNS)}" for word in r.words],
         ),
+        jobs=base.jobs
+        + mixed([f"{word} {rng.choice(_ROLE_NOUNS)}" for word in lower(count // 5)], lambda r: r.jobs),
         topics=base.topics + tuple(f"{word} {rng.choice(_TOPIC_NOUNS)}" for word in lower(count // 5)),
         codewords=base.codewords + tuple(word.upper() for word in lower(count // 5)),
         places=base.places
