@@ -239,9 +239,10 @@ def widen_for_training(
     questions about training companies against 0.48-0.55 about held-out ones, whether the values were held out
     or not; at 24k the gap fell to 0.06 and the gate's grounded rate rose to 0.583 (run 24).
 
-    `real_share` of the added people, cities, jobs and products are real-world ones (`real_entries`, from
-    Faker's tables, none sharing a word with the held-out lists) instead of invented: the held-out values are
-    real words, and a corpus of invented ones taught run 25 to write invented-looking pieces for them.
+    `real_share` of the added people, cities, jobs, products and document topics are real-world ones
+    (`real_entries`, from Faker's tables, none sharing a word with the held-out lists) instead of invented: the
+    held-out values are real words, and a corpus of invented ones taught run 25 to write invented-looking pieces
+    for them.
     """
     banned = {
         word.casefold()
@@ -290,7 +291,11 @@ def widen_for_training(
         ),
         jobs=base.jobs
         + mixed([f"{word} {rng.choice(_ROLE_NOUNS)}" for word in lower(count // 5)], lambda r: r.jobs),
-        topics=base.topics + tuple(f"{word} {rng.choice(_TOPIC_NOUNS)}" for word in lower(count // 5)),
+        topics=base.topics
+        + mixed(
+            [f"{word} {rng.choice(_TOPIC_NOUNS)}" for word in lower(count // 5)],
+            lambda r: [f"{word} {real_rng.choice(_TOPIC_NOUNS)}" for word in r.words],
+        ),
         codewords=base.codewords + tuple(word.upper() for word in lower(count // 5)),
         places=base.places
         + tuple(f"{word}{rng.choice(('ia', 'land', 'stan', 'ora'))}" for word in names(count // 5)),

@@ -607,8 +607,8 @@ def model_card(name: str, role: str, params: int, shape: ModelShape, vocab_size:
     if recipe.entity_count != TRAINING_NAME_COUNT or recipe.real_entity_share:
         grouping += f"; {recipe.entity_count} added entries a training name list"
     if recipe.real_entity_share:
-        grouping += (f", {recipe.real_entity_share:.0%} of the people, cities, jobs and products among them real-world "
-                     f"ones (Faker {_faker_version()} tables)")  # fmt: skip
+        grouping += (f", {recipe.real_entity_share:.0%} of the people, cities, jobs, products and topics among "
+                     f"them real-world ones (Faker {_faker_version()} tables)")  # fmt: skip
     drills = rows.num_examples + rows.num_dropped - recipe.corpus_size
     if drills > 0:
         grouping += (f"; plus {drills} copy drills for word pieces the corpus' replies use fewer than "
@@ -728,10 +728,11 @@ class DefaultRecipe:
     them from 810 to 24k lifted grounded answers from 0.487 to 0.583 (run 24); the other lists cost JSON about
     0.07 between training and held-out names on run 24 (`benchmarks/entity_gap.py`)."""
     real_entity_share: float = 0.0
-    """Share of the added people, cities, jobs and products that are real-world entries (from Faker's tables,
-    none sharing a word with the held-out lists) instead of invented ones (`entities.widen_for_training`). Run
-    25's lists were ~99% invented; it copied held-out real values into JSON at 0.71 against 0.93 for training
-    ones, writing invented-looking pieces for real words."""
+    """Share of the added people, cities, jobs, products and document topics that are real-world entries (from
+    Faker's tables, none sharing a word with the held-out lists) instead of invented ones
+    (`entities.widen_for_training`). Run 25's lists were ~99% invented; it copied held-out real values into JSON
+    at 0.71 against 0.93 for training ones, writing invented-looking pieces for real words, and searched
+    documents for held-out topics ("conference travel") with runaway queries."""
     vocab_drill_min_count: int = 0
     """Word pieces of the trained tokenizer that are reply tokens fewer times than this in the corpus get copy
     drills until they are (`vocab_drill`): a piece never trained on cannot be written, even copied (run 20
@@ -1013,7 +1014,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--real-entity-share",
         type=float,
         default=None,
-        help="share of the added people, cities, jobs and products that are real-world ones, from Faker's "
+        help="share of the added people, cities, jobs, products and topics that are real-world ones, from Faker's "
         "tables (default: recipe)",
     )
     parser.add_argument(

@@ -1,5 +1,5 @@
-"""`--real-entity-share`: real-world people, cities, jobs and products (Faker's tables) in the widened training
-lists, never sharing a word with the held-out lists, and recorded so a run can be reproduced."""
+"""`--real-entity-share`: real-world people, cities, jobs, products and topics (Faker's tables) in the widened
+training lists, never sharing a word with the held-out lists, and recorded so a run can be reproduced."""
 
 from __future__ import annotations
 
@@ -39,6 +39,8 @@ def test_a_share_mixes_real_entries_in_and_keeps_the_lists_disjoint() -> None:
     invented = training_entities(COUNT)
     mixed = training_entities(COUNT, real_share=0.5)
     real = load_real_entries(held_out_words())
+    topics = {t.split()[0] for t in mixed.topics}
+    assert len(topics & set(real.words)) > 50, "topics mix real words in too"
     for field, pool in (("first_names", real.first_names), ("cities", real.cities), ("jobs", real.jobs)):
         added = getattr(mixed, field)[len(getattr(make_entities(held_out=False), field)) :]
         share = sum(entry in set(pool) for entry in added) / len(added)
