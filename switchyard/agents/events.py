@@ -19,6 +19,14 @@ class ModelDelta:
 
 
 @dataclass(frozen=True)
+class ReasoningDelta:
+    """A piece of a reasoning model's thinking, streamed before (or between) its content."""
+
+    agent: str
+    text: str
+
+
+@dataclass(frozen=True)
 class ToolCalled:
     agent: str
     call_id: str
@@ -54,7 +62,7 @@ class RunFinished:
     result: RunResult
 
 
-RunEvent = ModelDelta | ToolCalled | ToolResult | ApprovalRequested | HandedOff | RunFinished
+RunEvent = ModelDelta | ReasoningDelta | ToolCalled | ToolResult | ApprovalRequested | HandedOff | RunFinished
 EventSink = Callable[[RunEvent], None]
 
 

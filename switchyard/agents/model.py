@@ -63,6 +63,18 @@ class ModelResponse:
 DeltaCallback = Callable[[str], None]
 
 
+@dataclass(frozen=True)
+class StreamCallbacks:
+    """What the runner passes as `on_delta`: callable with content text, as any `ModelClient` expects, and with a
+    `reasoning` callback that clients which know of reasoning (OpenAIModelClient) call with thinking text."""
+
+    content: DeltaCallback
+    reasoning: DeltaCallback
+
+    def __call__(self, text: str) -> None:
+        self.content(text)
+
+
 class ModelClient(Protocol):
     """Anything that answers a chat request; `on_delta`, when given, receives content text as it arrives."""
 
@@ -122,6 +134,7 @@ class OpenAIModelClient:
         )
         content: list[str] = []
         reasoning: list[str] = []
+        on_reasoning = on_delta.reasoning if isinstance(on_delta, StreamCallbacks) else None
         calls: dict[int, dict[str, str]] = {}
         usage = ModelUsage()
         finish = None
@@ -135,7 +148,11 @@ class OpenAIModelClient:
             if choice.delta.content:
                 content.append(choice.delta.content)
                 on_delta(choice.delta.content)
-            reasoning.append(_reasoning_of(choice.delta) or "")
+            thinking = _reasoning_of(choice.delta)
+            if thinking:
+                reasoning.append(thinking)
+                if on_reasoning is not None:
+                    on_reasoning(thinking)
             for piece in choice.delta.tool_calls or []:
                 entry = calls.setdefault(piece.index, {"id": "", "name": "", "arguments": ""})
                 entry["id"] = piece.id or entry["id"]

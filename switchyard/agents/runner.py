@@ -29,6 +29,7 @@ from switchyard.agents.events import (
     EventSink,
     HandedOff,
     ModelDelta,
+    ReasoningDelta,
     RunEvent,
     RunFinished,
     ToolCalled,
@@ -48,7 +49,7 @@ from switchyard.agents.guardrails import first_tripped
 from switchyard.agents.injection import Caller, InjectionPolicy, new_nonce, spotlight, system_notice
 from switchyard.agents.limits import PriceTable, RunLimits, RunStatus, call_signature
 from switchyard.agents.memory import RunningSummary, Session
-from switchyard.agents.model import ModelClient, ModelRequest, ModelResponse
+from switchyard.agents.model import ModelClient, ModelRequest, ModelResponse, StreamCallbacks
 from switchyard.agents.result import RunResult
 from switchyard.agents.state import CallStatus, PendingCall, RunState
 from switchyard.agents.tool_execution import run_tool_calls
@@ -249,7 +250,12 @@ class Runner:
         client = agent.client or self.client
         if client is None:
             raise ValueError(f"agent {agent.name!r} has no model client and the runner has no default")
-        on_delta = None if run.emit is ignore else (lambda text: run.emit(ModelDelta(agent.name, text)))
+        on_delta = None
+        if run.emit is not ignore:
+            on_delta = StreamCallbacks(
+                content=lambda text: run.emit(ModelDelta(agent.name, text)),
+                reasoning=lambda text: run.emit(ReasoningDelta(agent.name, text)),
+            )
         with self.tracer.span("model_call", model=agent.model, agent=agent.name) as span:
             try:
                 response: ModelResponse = await run.bounded(client.complete(request, on_delta))

@@ -12,7 +12,17 @@ import pytest
 from scripted_model import ScriptedModel, call, say
 from server.harness import MODEL, RunningServer, start_server, thinking_template, with_template
 
-from switchyard.agents import Agent, ModelSettings, OpenAIModelClient, Runner, RunStatus, tool
+from switchyard.agents import (
+    Agent,
+    ModelDelta,
+    ModelSettings,
+    OpenAIModelClient,
+    ReasoningDelta,
+    Runner,
+    RunResult,
+    RunStatus,
+    tool,
+)
 from switchyard.agents.model import ModelRequest
 
 
@@ -90,3 +100,24 @@ def _body(request: ModelRequest) -> dict[str, object]:
         "temperature": request.temperature,
         "max_tokens": request.max_tokens,
     }
+
+
+def test_a_streamed_run_emits_the_thinking_as_reasoning_deltas(r1_server: RunningServer) -> None:
+    agent = Agent(
+        name="thinker",
+        model=MODEL,
+        client=OpenAIModelClient(client=r1_server.async_client()),
+        settings=ModelSettings(temperature=0, max_tokens=10),
+    )
+
+    async def collect() -> tuple[list[object], RunResult]:
+        stream = Runner().run_streamed(agent, "Think first.")
+        events = [event async for event in stream.events()]
+        assert stream.result is not None
+        return events, stream.result
+
+    events, result = asyncio.run(collect())
+    thinking = "".join(e.text for e in events if isinstance(e, ReasoningDelta))
+    assert thinking and thinking == result.messages[-1]["reasoning_content"]
+    content = "".join(e.text for e in events if isinstance(e, ModelDelta))
+    assert content == (result.messages[-1]["content"] or "")
