@@ -810,20 +810,28 @@ class LLMEngine:
         """Row i of `logits` gets the grammar's mask after drafts[:i] (drafts were checked at proposal time).
 
         When the last draft is the grammar's stop token, the bonus row after it stays unmasked: a terminated
-        grammar has no mask, and the sequence finishes on the stop token before a bonus token is used.
+        grammar has no mask, and the sequence finishes on the stop token before a bonus token is used. A last
+        draft the grammar forbids (a sampled draft-model proposal keeps one: `SpecDecoder.propose`) is masked
+        out by its own row, so it is rejected and the row after it is never used.
         """
         assert self._structured is not None
         backend = self._structured.backend
         bitmask = backend.allocate_bitmask(len(drafts) + 1)
         rows: list[int] = []
+        accepted = 0
         for i, token in enumerate([*drafts, None]):
             if grammar.is_terminated():
                 break
             backend.fill_bitmask([grammar], bitmask, [i])
             rows.append(i)
-            if token is not None and not grammar.accept_token(token):
-                raise RuntimeError(f"draft token {token} violates the request's grammar")
-        grammar.rollback(len(drafts))
+            if token is None:
+                break
+            if not grammar.accept_token(token):
+                if i < len(drafts) - 1:
+                    raise RuntimeError(f"draft token {token} violates the request's grammar")
+                break
+            accepted += 1
+        grammar.rollback(accepted)
         backend.apply_bitmask(logits, bitmask, rows)
 
     def _record_prompt_logprobs(self, result: ForwardResult) -> None:

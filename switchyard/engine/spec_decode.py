@@ -114,6 +114,8 @@ class SpecDecodeStats:
     emitted: int = 0
     """Tokens produced by verifying sequences (accepted drafts + one bonus or corrected token each)."""
     by_accepted: dict[int, int] = field(default_factory=dict)
+    forbidden_drafts: int = 0
+    """Sampled drafts a grammar forbids, kept as the proposal's last token so verification rejects them."""
 
     @property
     def acceptance_rate(self) -> float:
@@ -149,7 +151,10 @@ class SpecDecoder:
         self, requests: list[tuple[Sequence, int]], live_seq_ids: set[int]
     ) -> dict[int, tuple[list[int], torch.Tensor | None]]:
         """seq_id -> (draft tokens, their draft distributions or None) for each (sequence, room) pair; room
-        leaves space for the bonus token. Proposals are cut at their first token a grammar forbids.
+        leaves space for the bonus token. Proposals are cut at their first token a grammar forbids; a draft
+        model's sampled proposal keeps that token as its last. Verification then rejects it (the grammar gives
+        it probability 0) and draws from the residual, as speculative sampling must: cutting before it would
+        draw that position from the target alone, which biases the output towards what the draft avoided.
         `live_seq_ids` are the running sequences: draft state of any other is released."""
         wanted = [(seq, min(self.config.num_speculative_tokens, room)) for seq, room in requests]
         wanted = [(seq, k) for seq, k in wanted if k >= 1]
@@ -164,13 +169,19 @@ class SpecDecoder:
             drafts = drafts[:k]
             if seq.grammar is not None:  # cut the proposal at its first token the grammar forbids
                 valid = 0
+                forbidden = False
                 for token in drafts:
                     # Nothing follows the grammar's stop token (asking a terminated matcher logs a warning).
-                    if seq.grammar.is_terminated() or not seq.grammar.accept_token(token):
+                    if seq.grammar.is_terminated():
+                        break
+                    if not seq.grammar.accept_token(token):
+                        forbidden = True
                         break
                     valid += 1
                 seq.grammar.rollback(valid)
-                drafts = drafts[:valid]
+                keep = valid + 1 if forbidden and probs is not None else valid
+                self.stats.forbidden_drafts += keep - valid
+                drafts = drafts[:keep]
             if drafts:
                 out[seq.seq_id] = (drafts, None if probs is None else probs[: len(drafts)])
         return out

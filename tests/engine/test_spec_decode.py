@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -355,6 +356,43 @@ def test_draft_model_serves_seeded_sampled_requests(tiny_model_dir: Path, other_
     assert outputs[0].finish_reason == "length" and len(outputs[0].token_ids) == 20
     assert outputs[0].token_ids == outputs[1].token_ids
     assert llm.engine.spec_decoder is not None and llm.engine.spec_decoder.stats.proposed > 0
+
+
+def test_a_sampled_draft_the_grammar_forbids_is_verified_and_rejected(
+    tiny_model_dir: Path, other_draft_dir: Path
+) -> None:
+    """A poor draft proposes tokens the grammar forbids. For sampled requests the proposal keeps such a token
+    as its last, so verification rejects it and draws from the residual (max(0, p - q)); drawing from p alone,
+    as a cut proposal did, biases the output (p = (0.5, 0.5, 0) over a, b, c with c forbidden and
+    q = (0.5, 0, 0.5): a comes out with probability 0.75 instead of 0.5)."""
+    import jsonschema
+
+    from switchyard.engine.structured import StructuredOutputsParams
+
+    schema = {"type": "array", "items": {"enum": ["ab", "cd", "ef"]}, "minItems": 4, "maxItems": 6}
+    llm = LLM(
+        model=str(tiny_model_dir),
+        dtype="float32",
+        max_model_len=512,
+        kv_cache_memory=32 << 20,
+        speculative_method="draft",
+        speculative_model=str(other_draft_dir),
+        spec_max_batch_size=64,
+    )
+    params = [
+        SamplingParams(
+            temperature=1.0, seed=i, max_tokens=60, structured_outputs=StructuredOutputsParams(json=schema)
+        )
+        for i in range(6)
+    ]
+    outputs = llm.generate([[7, 8, 9] * 4] * 6, params)
+    for output in outputs:
+        assert output.error is None
+        jsonschema.validate(json.loads(output.outputs[0].text), schema)
+    stats_ = llm.engine.spec_decoder.stats  # type: ignore[union-attr]
+    assert stats_.forbidden_drafts > 0 and stats_.proposed > stats_.accepted
+    again = llm.generate([[7, 8, 9] * 4], params[0])[0]
+    assert again.outputs[0].token_ids == outputs[0].outputs[0].token_ids, "seeded output stays reproducible"
 
 
 def test_a_full_draft_cache_skips_proposals_instead_of_failing(tiny_model_dir: Path) -> None:
