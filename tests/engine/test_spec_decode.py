@@ -340,17 +340,22 @@ def test_draft_model_greedy_output_is_identical(
     assert decoder.draft.block_manager.num_free_blocks == decoder.draft.block_manager.num_blocks
 
 
-def test_draft_model_serves_seeded_sampled_requests(tiny_model_dir: Path, other_draft_dir: Path) -> None:
-    """The draft samples a seeded request's proposals from that request's own generator."""
-    llm = LLM(
-        model=str(tiny_model_dir),
+def draft_llm(target: Path, draft: Path) -> LLM:
+    """The target speculating with a draft model (512-token context, 32 MiB of KV)."""
+    return LLM(
+        model=str(target),
         dtype="float32",
         max_model_len=512,
         kv_cache_memory=32 << 20,
         speculative_method="draft",
-        speculative_model=str(other_draft_dir),
+        speculative_model=str(draft),
         spec_max_batch_size=64,
     )
+
+
+def test_draft_model_serves_seeded_sampled_requests(tiny_model_dir: Path, other_draft_dir: Path) -> None:
+    """The draft samples a seeded request's proposals from that request's own generator."""
+    llm = draft_llm(tiny_model_dir, other_draft_dir)
     params = SamplingParams(temperature=1.0, seed=5, max_tokens=20, ignore_eos=True)
     outputs = [llm.generate([[7, 8, 9] * 10], params)[0].outputs[0] for _ in range(2)]
     assert outputs[0].finish_reason == "length" and len(outputs[0].token_ids) == 20
@@ -370,15 +375,7 @@ def test_a_sampled_draft_the_grammar_forbids_is_verified_and_rejected(
     from switchyard.engine.structured import StructuredOutputsParams
 
     schema = {"type": "array", "items": {"enum": ["ab", "cd", "ef"]}, "minItems": 4, "maxItems": 6}
-    llm = LLM(
-        model=str(tiny_model_dir),
-        dtype="float32",
-        max_model_len=512,
-        kv_cache_memory=32 << 20,
-        speculative_method="draft",
-        speculative_model=str(other_draft_dir),
-        spec_max_batch_size=64,
-    )
+    llm = draft_llm(tiny_model_dir, other_draft_dir)
     params = [
         SamplingParams(
             temperature=1.0, seed=i, max_tokens=60, structured_outputs=StructuredOutputsParams(json=schema)
