@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 from pathlib import Path
@@ -123,7 +124,9 @@ VOCAB = 8
 K = 4
 
 
-def save_peaky(folder: Path, seed: int, scale: float) -> transformers.LlamaForCausalLM:
+def save_peaky(
+    folder: Path, seed: int, scale: float, eos_token_id: int | None = None
+) -> transformers.LlamaForCausalLM:
     config = transformers.LlamaConfig(
         vocab_size=VOCAB,
         hidden_size=32,
@@ -132,7 +135,7 @@ def save_peaky(folder: Path, seed: int, scale: float) -> transformers.LlamaForCa
         num_attention_heads=2,
         num_key_value_heads=1,
         max_position_embeddings=128,
-        eos_token_id=None,
+        eos_token_id=eos_token_id,
         bos_token_id=None,
     )
     torch.manual_seed(seed)
@@ -164,16 +167,25 @@ def peaky_model(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[in
     return folder, prompt
 
 
-def exact_joint(folder: Path, prompt: list[int], params: SamplingParams) -> dict[tuple[int, ...], float]:
-    """P(first K tokens) under the target model after the request's sampling transforms, by enumeration."""
+def exact_joint(
+    folder: Path, prompt: list[int], params: SamplingParams, allowed: list[list[int]] | None = None
+) -> dict[tuple[int, ...], float]:
+    """P(first K tokens) under the target model after the request's sampling transforms, by enumeration.
+
+    `allowed[i]`, when given, lists the tokens a grammar permits at output position i: the others are masked
+    out of the logits before the sampling transforms, as the engine applies a grammar's mask.
+    """
     model = transformers.LlamaForCausalLM.from_pretrained(folder).eval()
     sampler = Sampler()
     joint: dict[tuple[int, ...], float] = {(): 1.0}
-    for _ in range(K):
+    for position in range(K):
         prefixes = list(joint)
         ids = torch.tensor([prompt + list(p) for p in prefixes])
         with torch.no_grad():
             logits = model(ids).logits[:, -1, :].float()
+        if allowed is not None:
+            forbidden = [t for t in range(VOCAB) if t not in allowed[position]]
+            logits[:, forbidden] = float("-inf")
         rows = [
             SamplingRow(params=params, prompt_token_ids=prompt, output_token_ids=list(p)) for p in prefixes
         ]
@@ -182,31 +194,19 @@ def exact_joint(folder: Path, prompt: list[int], params: SamplingParams) -> dict
     return joint
 
 
-@pytest.mark.parametrize("method", ["ngram", "draft"])
-@pytest.mark.parametrize(
-    "params",
-    [
-        SamplingParams(temperature=1.0, max_tokens=K, ignore_eos=True),
-        SamplingParams(temperature=0.7, top_p=0.8, max_tokens=K, ignore_eos=True),
-    ],
-    ids=["t1", "t0.7-top_p0.8"],
-)
-def test_speculative_sampling_is_lossless(
-    peaky_model: tuple[Path, list[int]], peaky_draft: Path, params: SamplingParams, method: str
-) -> None:
-    """Chi-square goodness of fit of 16k sampled 4-token prefixes against the exact law (power: a 2% total
-    variation error gives a statistic far above the 0.1% critical value)."""
-    samples = 16_000
-    folder, prompt = peaky_model
+def sample_prefixes(
+    folder: Path, draft: Path | None, method: str, prompt: list[int], params: SamplingParams, samples: int
+) -> tuple[dict[tuple[int, ...], int], LLMEngine]:
+    """Run `samples` copies of one request with speculation on; count each output's token sequence."""
     engine = LLMEngine(
         EngineConfig(
             model=str(folder),
             dtype="float32",
-            skip_tokenizer=True,
+            skip_tokenizer=params.structured_outputs is None,
             max_num_seqs=256,
             kv_cache_memory=16 << 20,
             speculative_method=method,
-            speculative_model=str(peaky_draft) if method == "draft" else None,
+            speculative_model=str(draft) if method == "draft" else None,
             num_speculative_tokens=K,
             spec_max_batch_size=256,
             seed=1,
@@ -218,13 +218,19 @@ def test_speculative_sampling_is_lossless(
     while engine.has_unfinished_requests():
         for output in engine.step():
             if output.finished:
+                assert output.error is None, output.error
                 key = tuple(output.outputs[0].token_ids)
                 counts[key] = counts.get(key, 0) + 1
     spec = engine.spec_decoder
     assert spec is not None and spec.stats.accepted > samples // 10  # drafts are accepted...
     assert spec.stats.accepted < 0.95 * spec.stats.proposed  # ...and rejected, so both branches are tested
-    joint = exact_joint(folder, prompt, params)
-    assert sum(counts.values()) == samples and set(counts) <= {k for k, p in joint.items() if p > 0}
+    return counts, engine
+
+
+def assert_matches_law(counts: dict[tuple[int, ...], int], joint: dict[tuple[int, ...], float]) -> None:
+    """Chi-square goodness of fit of the counted outputs against the exact law (p > 0.001)."""
+    samples = sum(counts.values())
+    assert set(counts) <= {k for k, p in joint.items() if p > 0}, "an output the law gives no probability"
     # Pool cells expected below 5 samples so the chi-square approximation holds.
     expected, observed, pooled_e, pooled_o = [], [], 0.0, 0
     for key, p in joint.items():
@@ -239,6 +245,80 @@ def test_speculative_sampling_is_lossless(
         observed.append(pooled_o)
     statistic, p_value = stats.chisquare(np.array(observed), np.array(expected) * samples / sum(expected))
     assert p_value > 1e-3, (statistic, len(expected))
+
+
+SAMPLED = [
+    SamplingParams(temperature=1.0, max_tokens=K, ignore_eos=True),
+    SamplingParams(temperature=0.7, top_p=0.8, max_tokens=K, ignore_eos=True),
+]
+
+
+@pytest.mark.parametrize("method", ["ngram", "draft"])
+@pytest.mark.parametrize("params", SAMPLED, ids=["t1", "t0.7-top_p0.8"])
+def test_speculative_sampling_is_lossless(
+    peaky_model: tuple[Path, list[int]], peaky_draft: Path, params: SamplingParams, method: str
+) -> None:
+    """Chi-square goodness of fit of 16k sampled 4-token prefixes against the exact law (power: a 2% total
+    variation error gives a statistic far above the 0.1% critical value)."""
+    folder, prompt = peaky_model
+    counts, _ = sample_prefixes(folder, peaky_draft, method, prompt, params, samples=16_000)
+    assert_matches_law(counts, exact_joint(folder, prompt, params))
+
+
+# A regex over the letters a-g (token ids 1-7; 0 is EOS): each of the first K positions forbids some tokens.
+LETTERS = "abcdefg"
+ALLOWED_LETTERS = ["abcd", "bcdefg", "aceg", "abdf"]
+ALLOWED_IDS = [[LETTERS.index(letter) + 1 for letter in letters] for letters in ALLOWED_LETTERS]
+LETTER_REGEX = "".join(f"[{letters}]" for letters in ALLOWED_LETTERS) + "[a-g]*"
+
+
+def save_letter_tokenizer(folder: Path) -> None:
+    """One token per letter a-g after "<eos>": a tokenizer xgrammar can compile the regex against."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    vocab = {"<eos>": 0, **{letter: i + 1 for i, letter in enumerate(LETTERS)}}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="<eos>"))
+    backend.pre_tokenizer = pre_tokenizers.Split("", "isolated")
+    backend.decoder = decoders.Fuse()
+    tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="<eos>")
+    tokenizer.save_pretrained(folder)
+
+
+@pytest.fixture(scope="module")
+def lettered_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list[int]]:
+    """The peaky target and draft again, with EOS at id 0 and the letter tokenizer, so grammars apply, and a
+    prompt of the target's masked greedy continuations (the regex's K positions, five times over), so n-gram
+    proposals often are what the target would say under the grammar."""
+    folders = tmp_path_factory.mktemp("lettered-target"), tmp_path_factory.mktemp("lettered-draft")
+    models = []
+    for folder, seed, scale in zip(folders, (0, 5), (8.0, 4.0), strict=True):
+        models.append(save_peaky(folder, seed=seed, scale=scale, eos_token_id=0))
+        save_letter_tokenizer(folder)
+    prompt = [1, 2, 3]
+    with torch.no_grad():
+        for _ in range(5):
+            for allowed in ALLOWED_IDS:
+                logits = models[0](torch.tensor([prompt])).logits[0, -1]
+                prompt.append(allowed[int(logits[allowed].argmax())])
+    return folders[0], folders[1], prompt
+
+
+@pytest.mark.parametrize("method", ["ngram", "draft"])
+@pytest.mark.parametrize("params", SAMPLED, ids=["t1", "t0.7-top_p0.8"])
+def test_speculative_sampling_under_a_grammar_is_lossless(
+    lettered_pair: tuple[Path, Path, list[int]], params: SamplingParams, method: str
+) -> None:
+    """Under a grammar the law is the target's masked distribution. The unmasked draft proposes forbidden
+    tokens; verification must reject them and draw from the residual, not cut the proposal before them
+    (which skews the law, see `test_a_sampled_draft_the_grammar_forbids_is_verified_and_rejected`)."""
+    from switchyard.engine.structured import StructuredOutputsParams
+
+    folder, draft, prompt = lettered_pair
+    constrained = dataclasses.replace(params, structured_outputs=StructuredOutputsParams(regex=LETTER_REGEX))
+    counts, engine = sample_prefixes(folder, draft, method, prompt, constrained, samples=16_000)
+    if method == "draft":
+        assert engine.spec_decoder is not None and engine.spec_decoder.stats.forbidden_drafts > 1000
+    assert_matches_law(counts, exact_joint(folder, prompt, params, ALLOWED_IDS))
 
 
 def test_speculation_with_a_grammar_keeps_outputs_valid_and_identical(tiny_model_dir: Path) -> None:
