@@ -63,6 +63,9 @@ class EngineConfig:
     spec_adaptive: bool = False
     """Draft method: measure while serving whether speculation is faster at each batch size, and speculate only
     there."""
+    spec_mask_drafts: bool = True
+    """Draft method: sample each drafted token under the request's grammar mask, so a draft never proposes what
+    the grammar forbids (off only to measure what the mask is worth: `benchmarks/spec_decode.py`)."""
     seed: int = 0
     """Seed of the random stream shared by requests that bring no seed of their own."""
     skip_tokenizer: bool = False

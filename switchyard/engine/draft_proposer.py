@@ -7,12 +7,15 @@ new -- then decodes k tokens. All speculating sequences go through the draft tog
 catch-up chunks, then one batched forward per drafted token.
 
 Draft tokens are sampled from the draft's distribution q after the request's own sampling transforms, and q
-is returned with them, so verification can accept with min(1, p/q) and resample from max(0, p - q).
+is returned with them, so verification can accept with min(1, p/q) and resample from max(0, p - q). Given the
+engine's grammar masks, each drafted token is sampled under the request's grammar, advanced through the drafts
+and rolled back afterwards: q then gives nothing to what the target cannot emit, so no draft is spent on it.
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -22,7 +25,11 @@ from switchyard.engine.model_runner import ModelRunner
 from switchyard.engine.row_argmax import row_argmax
 from switchyard.engine.sampler import Sampler, SamplingBatch, SamplingRow
 from switchyard.engine.sequence import Sequence
+from switchyard.engine.structured import GrammarMatcher
 from switchyard.models.llama import LlamaForCausalLM
+
+GrammarMask = Callable[[torch.Tensor, list[GrammarMatcher | None]], None]
+"""Forbids, in place, each row's tokens its matcher refuses (`StructuredOutputManager.mask_logits`)."""
 
 
 @dataclass
@@ -72,8 +79,11 @@ class DraftModelProposer:
     def num_shadows(self) -> int:
         return len(self._shadows)
 
-    def propose(self, requests: list[tuple[Sequence, int]]) -> dict[int, DraftProposal]:
-        """Draft up to k tokens for each (target sequence, k); a sequence the cache cannot hold gets none."""
+    def propose(
+        self, requests: list[tuple[Sequence, int]], mask: GrammarMask | None = None
+    ) -> dict[int, DraftProposal]:
+        """Draft up to k tokens for each (target sequence, k); a sequence the cache cannot hold gets none. With
+        `mask`, a sequence with a grammar drafts only tokens it allows, and stops where the grammar ends."""
         shadows = []
         # The draft's cache has the target's block count but no prefix sharing, so it can fill up while the
         # target's does not: each shadow needs room besides the blocks the shadows before it will take.
@@ -90,6 +100,22 @@ class DraftModelProposer:
             shadows.append((seq, shadow, k))
         proposals = {seq.seq_id: DraftProposal([], None) for seq, _, _ in shadows}
         active = [(seq, shadow, k) for seq, shadow, k in shadows if k > 0]
+        advanced: dict[int, tuple[GrammarMatcher, int]] = {}  # seq_id -> (its matcher, drafts it accepted)
+        try:
+            self._draft(active, proposals, mask, advanced)
+        finally:
+            for matcher, count in advanced.values():
+                matcher.rollback(count)
+        return {seq_id: p for seq_id, p in proposals.items() if p.tokens}
+
+    def _draft(
+        self,
+        active: list[tuple[Sequence, Sequence, int]],
+        proposals: dict[int, DraftProposal],
+        mask: GrammarMask | None,
+        advanced: dict[int, tuple[GrammarMatcher, int]],
+    ) -> None:
+        """One batched draft forward per drafted token, until every sequence has its k tokens or stopped."""
         while active:
             scheduled = []
             for _, shadow, _ in active:
@@ -102,9 +128,11 @@ class DraftModelProposer:
                 shadow.num_computed_tokens += num_new
             by_id = {s.seq_id: i for i, s in enumerate(result.sampled_seqs)}
             logits = torch.stack([result.logits[by_id[shadow.seq_id]] for _, shadow, _ in active])
-            tokens, probs = self._sample(active, logits)
+            tokens, probs, drawable = self._sample(active, logits, mask)
             still = []
             for row, (seq, shadow, k) in enumerate(active):
+                if not drawable[row]:  # all the grammar allows lies beyond a smaller draft vocabulary
+                    continue
                 proposal = proposals[seq.seq_id]
                 proposal.tokens.append(tokens[row])
                 if probs is not None and not seq.request.params.greedy:
@@ -113,10 +141,17 @@ class DraftModelProposer:
                         row_probs if proposal.probs is None else torch.cat([proposal.probs, row_probs])
                     )
                 shadow.token_ids.append(tokens[row])
+                if mask is not None and seq.grammar is not None:
+                    # Under the mask the grammar accepts the token; were a backend's mask and matcher ever to
+                    # disagree, the proposal ends here and `SpecDecoder.propose` checks it as any other.
+                    if not seq.grammar.accept_token(tokens[row]):
+                        continue
+                    advanced[seq.seq_id] = (seq.grammar, advanced.get(seq.seq_id, (seq.grammar, 0))[1] + 1)
+                    if seq.grammar.is_terminated():  # the stop token: nothing follows it
+                        continue
                 if len(proposal.tokens) < k:
                     still.append((seq, shadow, k))
             active = still
-        return {seq_id: p for seq_id, p in proposals.items() if p.tokens}
 
     def _sync(self, seq: Sequence) -> Sequence:
         """The shadow of seq with exactly seq's tokens; its KV is kept for the longest common prefix."""
@@ -135,14 +170,24 @@ class DraftModelProposer:
         return shadow
 
     def _sample(
-        self, active: list[tuple[Sequence, Sequence, int]], logits: torch.Tensor
-    ) -> tuple[list[int], torch.Tensor | None]:
+        self, active: list[tuple[Sequence, Sequence, int]], logits: torch.Tensor, mask: GrammarMask | None
+    ) -> tuple[list[int], torch.Tensor | None, list[bool]]:
+        """Each row's draft token, the distributions they were drawn from (None when all rows are greedy), and
+        whether the row had anything to draw (False only where the grammar's tokens are all outside a smaller
+        draft vocabulary)."""
         logits = logits.float()
         if logits.shape[-1] < self.target_vocab_size:  # a smaller draft vocabulary: the rest is impossible
             pad = logits.new_full((logits.shape[0], self.target_vocab_size - logits.shape[-1]), float("-inf"))
             logits = torch.cat([logits, pad], dim=-1)
+        drawable = [True] * len(active)
+        matchers = [seq.grammar for seq, _, _ in active] if mask is not None else []
+        if any(m is not None for m in matchers):
+            assert mask is not None
+            mask(logits, matchers)
+            drawable = torch.isfinite(logits).any(dim=-1).tolist()
+            logits[~torch.tensor(drawable, device=logits.device)] = 0.0  # sampled, then dropped by the caller
         if all(seq.request.params.greedy for seq, _, _ in active):
-            return row_argmax(logits).tolist(), None
+            return row_argmax(logits).tolist(), None, drawable
         rows = [
             SamplingRow(
                 params=seq.request.params,
@@ -162,4 +207,4 @@ class DraftModelProposer:
             else:
                 generator = seq.generator if seq.generator is not None else self.sampler.generator
                 tokens.append(int(torch.multinomial(probs[row], 1, generator=generator).item()))
-        return tokens, probs
+        return tokens, probs, drawable

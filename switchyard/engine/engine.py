@@ -158,6 +158,7 @@ class LLMEngine:
                 num_speculative_tokens=config.num_speculative_tokens,
                 max_batch_size=config.spec_max_batch_size,
                 adaptive=config.spec_adaptive,
+                mask_drafts=config.spec_mask_drafts,
             )
             if spec_config.method == "draft":
                 assert spec_config.draft_model is not None
@@ -734,7 +735,9 @@ class LLMEngine:
                 self.max_model_len - seq.num_tokens - 1,
             )
             candidates.append((seq, room))
-        proposals = spec.propose(candidates, {seq.seq_id for seq in running}) if candidates else {}
+        proposals = (
+            spec.propose(candidates, {seq.seq_id for seq in running}, self._structured) if candidates else {}
+        )
         speculating = []
         for seq, _ in candidates:
             if seq.seq_id not in proposals or spare_tokens <= 0:

@@ -195,7 +195,13 @@ def exact_joint(
 
 
 def sample_prefixes(
-    folder: Path, draft: Path | None, method: str, prompt: list[int], params: SamplingParams, samples: int
+    folder: Path,
+    draft: Path | None,
+    method: str,
+    prompt: list[int],
+    params: SamplingParams,
+    samples: int,
+    mask_drafts: bool = True,
 ) -> tuple[dict[tuple[int, ...], int], LLMEngine]:
     """Run `samples` copies of one request with speculation on; count each output's token sequence."""
     engine = LLMEngine(
@@ -209,6 +215,7 @@ def sample_prefixes(
             speculative_model=str(draft) if method == "draft" else None,
             num_speculative_tokens=K,
             spec_max_batch_size=256,
+            spec_mask_drafts=mask_drafts,
             seed=1,
         )
     )
@@ -303,21 +310,26 @@ def lettered_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path,
     return folders[0], folders[1], prompt
 
 
-@pytest.mark.parametrize("method", ["ngram", "draft"])
+@pytest.mark.parametrize("proposer", ["ngram", "draft", "unmasked draft"])
 @pytest.mark.parametrize("params", SAMPLED, ids=["t1", "t0.7-top_p0.8"])
 def test_speculative_sampling_under_a_grammar_is_lossless(
-    lettered_pair: tuple[Path, Path, list[int]], params: SamplingParams, method: str
+    lettered_pair: tuple[Path, Path, list[int]], params: SamplingParams, proposer: str
 ) -> None:
-    """Under a grammar the law is the target's masked distribution. The unmasked draft proposes forbidden
-    tokens; verification must reject them and draw from the residual, not cut the proposal before them
-    (which skews the law, see `test_a_sampled_draft_the_grammar_forbids_is_verified_and_rejected`)."""
+    """Under a grammar the law is the target's masked distribution. A draft sampled under the grammar's mask
+    proposes only allowed tokens. Unmasked (`spec_mask_drafts=False`) it proposes forbidden ones, which
+    verification must reject, drawing from the residual; cutting the proposal before them skews the law (see
+    `test_a_sampled_draft_the_grammar_forbids_is_verified_and_rejected`): this test fails that at p < 1e-200."""
     from switchyard.engine.structured import StructuredOutputsParams
 
     folder, draft, prompt = lettered_pair
     constrained = dataclasses.replace(params, structured_outputs=StructuredOutputsParams(regex=LETTER_REGEX))
-    counts, engine = sample_prefixes(folder, draft, method, prompt, constrained, samples=16_000)
-    if method == "draft":
-        assert engine.spec_decoder is not None and engine.spec_decoder.stats.forbidden_drafts > 1000
+    method, masked = proposer.split()[-1], proposer != "unmasked draft"
+    counts, engine = sample_prefixes(
+        folder, draft, method, prompt, constrained, samples=16_000, mask_drafts=masked
+    )
+    assert engine.spec_decoder is not None
+    forbidden = engine.spec_decoder.stats.forbidden_drafts
+    assert forbidden > 1000 if proposer == "unmasked draft" else forbidden == 0
     assert_matches_law(counts, exact_joint(folder, prompt, params, ALLOWED_IDS))
 
 
@@ -420,7 +432,7 @@ def test_draft_model_greedy_output_is_identical(
     assert decoder.draft.block_manager.num_free_blocks == decoder.draft.block_manager.num_blocks
 
 
-def draft_llm(target: Path, draft: Path) -> LLM:
+def draft_llm(target: Path, draft: Path, mask_drafts: bool = True) -> LLM:
     """The target speculating with a draft model (512-token context, 32 MiB of KV)."""
     return LLM(
         model=str(target),
@@ -430,6 +442,7 @@ def draft_llm(target: Path, draft: Path) -> LLM:
         speculative_method="draft",
         speculative_model=str(draft),
         spec_max_batch_size=64,
+        spec_mask_drafts=mask_drafts,
     )
 
 
@@ -446,16 +459,16 @@ def test_draft_model_serves_seeded_sampled_requests(tiny_model_dir: Path, other_
 def test_a_sampled_draft_the_grammar_forbids_is_verified_and_rejected(
     tiny_model_dir: Path, other_draft_dir: Path
 ) -> None:
-    """A poor draft proposes tokens the grammar forbids. For sampled requests the proposal keeps such a token
-    as its last, so verification rejects it and draws from the residual (max(0, p - q)); drawing from p alone,
-    as a cut proposal did, biases the output (p = (0.5, 0.5, 0) over a, b, c with c forbidden and
-    q = (0.5, 0, 0.5): a comes out with probability 0.75 instead of 0.5)."""
+    """A poor draft, unmasked, proposes tokens the grammar forbids. For sampled requests the proposal keeps
+    such a token as its last, so verification rejects it and draws from the residual (max(0, p - q)); drawing
+    from p alone, as a cut proposal did, biases the output (p = (0.5, 0.5, 0) over a, b, c with c forbidden
+    and q = (0.5, 0, 0.5): a comes out with probability 0.75 instead of 0.5)."""
     import jsonschema
 
     from switchyard.engine.structured import StructuredOutputsParams
 
     schema = {"type": "array", "items": {"enum": ["ab", "cd", "ef"]}, "minItems": 4, "maxItems": 6}
-    llm = draft_llm(tiny_model_dir, other_draft_dir)
+    llm = draft_llm(tiny_model_dir, other_draft_dir, mask_drafts=False)
     params = [
         SamplingParams(
             temperature=1.0, seed=i, max_tokens=60, structured_outputs=StructuredOutputsParams(json=schema)
@@ -470,6 +483,38 @@ def test_a_sampled_draft_the_grammar_forbids_is_verified_and_rejected(
     assert stats_.forbidden_drafts > 0 and stats_.proposed > stats_.accepted
     again = llm.generate([[7, 8, 9] * 4], params[0])[0]
     assert again.outputs[0].token_ids == outputs[0].outputs[0].token_ids, "seeded output stays reproducible"
+
+
+def test_a_draft_sampled_under_the_grammar_proposes_only_what_it_allows(
+    tiny_model_dir: Path, other_draft_dir: Path
+) -> None:
+    """Masked by the request's grammar, the draft proposes nothing the grammar forbids, more of its drafts are
+    accepted than unmasked, greedy output stays the target's, and the grammar is left where it was."""
+    import jsonschema
+
+    from switchyard.engine.structured import StructuredOutputsParams
+
+    schema = {"type": "array", "items": {"enum": ["ab", "cd", "ef"]}, "minItems": 4, "maxItems": 6}
+    structured = StructuredOutputsParams(json=schema)
+    prompts = [[7, 8, 9] * 4, [20, 21, 22, 23] * 3, [5, 6] * 6]
+    greedy = SamplingParams(temperature=0, max_tokens=60, structured_outputs=structured)
+    plain = LLM(model=str(tiny_model_dir), dtype="float32", max_model_len=512, kv_cache_memory=32 << 20)
+    expected = [o.outputs[0].token_ids for o in plain.generate(prompts, greedy)]
+    sampled = [
+        SamplingParams(temperature=1.0, seed=i, max_tokens=60, structured_outputs=structured)
+        for i in range(8)
+    ]
+    stats = {}
+    for masked in (True, False):
+        llm = draft_llm(tiny_model_dir, other_draft_dir, mask_drafts=masked)
+        assert [o.outputs[0].token_ids for o in llm.generate(prompts, greedy)] == expected
+        for output in llm.generate([[7, 8, 9] * 4] * 8, sampled):
+            assert output.error is None
+            jsonschema.validate(json.loads(output.outputs[0].text), schema)
+        assert llm.engine.spec_decoder is not None
+        stats[masked] = llm.engine.spec_decoder.stats
+    assert stats[True].forbidden_drafts == 0 < stats[False].forbidden_drafts
+    assert stats[True].acceptance_rate > stats[False].acceptance_rate, (stats[True], stats[False])
 
 
 def test_a_full_draft_cache_skips_proposals_instead_of_failing(tiny_model_dir: Path) -> None:
