@@ -15,6 +15,10 @@ With `--workload tasks` the prompts are instead the bundled model's own held-out
 extraction, grounded answers, chat: the gate's prompts), each batch size running `--requests` of them in
 groups of that size: what the bundled pair is for, with replies of a few dozen tokens.
 
+With `--workload json` the prompts are the held-out JSON-extraction tasks, each constrained to a schema of its
+expected object's keys (structured outputs), and a third engine speculates with the draft unmasked by the
+grammar (`spec_mask_drafts=False`), so the row also says what sampling drafts under the grammar is worth.
+
 Usage: python benchmarks/spec_decode.py [--model switchyard-chat] [--batches 1,16,64] [--threads 1] [--json F]
        python benchmarks/spec_decode.py --model switchyard-chat --method draft --workload tasks --batches 1
 """
@@ -140,16 +144,85 @@ def task_prompts(llm: LLM, count: int) -> list[list[int]]:
     return [render_chat(tokenizer, ex.messages[:turn], tools=ex.tools) for ex, turn in turns[:count]]
 
 
+def json_tasks(
+    llm: LLM, count: int, max_tokens: int, temperature: float
+) -> tuple[list[list[int]], list[SamplingParams]]:
+    """The held-out JSON-extraction prompts, each with params constrained to an object of exactly its expected
+    keys (values: strings, numbers or null), as a caller passing a response schema would; sampled requests
+    are seeded by their index."""
+    from switchyard.bundled.corpus import generate_corpus, heldout_config
+    from switchyard.bundled.example import CheckKind
+    from switchyard.engine.structured import StructuredOutputsParams
+    from switchyard.models.tokenizer import render_chat
+
+    prompts, params = [], []
+    examples = generate_corpus(heldout_config(size=max(200, 8 * count)))
+    for example in examples:
+        for check in example.checks:
+            if check.kind != CheckKind.JSON or check.json_object is None or len(prompts) == count:
+                continue
+            keys = list(check.json_object)
+            schema = {
+                "type": "object",
+                "properties": {key: {"type": ["string", "number", "null"]} for key in keys},
+                "required": keys,
+                "additionalProperties": False,
+            }
+            prompts.append(
+                render_chat(llm.engine.tokenizer, example.messages[: check.turn], tools=example.tools)
+            )
+            params.append(
+                SamplingParams(
+                    temperature=temperature,
+                    seed=len(params),
+                    max_tokens=max_tokens,
+                    structured_outputs=StructuredOutputsParams(json=schema),
+                )
+            )
+    return prompts, params
+
+
 def timed(
-    llm: LLM, prompts: list[list[int]], params: SamplingParams, batch: int | None = None
+    llm: LLM,
+    prompts: list[list[int]],
+    params: SamplingParams | list[SamplingParams],
+    batch: int | None = None,
 ) -> tuple[float, list[list[int]]]:
     """Seconds to generate for all prompts, `batch` at a time (default: all together), and the outputs."""
     batch = batch or len(prompts)
     start = time.perf_counter()
     outputs = []
     for first in range(0, len(prompts), batch):
-        outputs += llm.generate(prompts[first : first + batch], params, use_tqdm=False)
+        chunk = params[first : first + batch] if isinstance(params, list) else params
+        outputs += llm.generate(prompts[first : first + batch], chunk, use_tqdm=False)
     return time.perf_counter() - start, [o.outputs[0].token_ids for o in outputs]
+
+
+def speculated(
+    llm: LLM,
+    prompts: list[list[int]],
+    params: SamplingParams | list[SamplingParams],
+    batch: int,
+    plain_s: float,
+    plain_out: list[list[int]],
+    prefix: str = "",
+) -> dict[str, object]:
+    """A speculating engine's row against plain decoding's: tokens/s, speedup, identical outputs, and the
+    acceptance rate and tokens per verifying step of this run alone (after a warm-up)."""
+    timed(llm, prompts[:1], SamplingParams(temperature=0, max_tokens=4))
+    stats = llm.engine.spec_decoder.stats  # type: ignore[union-attr]
+    before = (stats.steps, stats.proposed, stats.accepted, stats.emitted)
+    seconds, outputs = timed(llm, prompts, params, batch)
+    after = (stats.steps, stats.proposed, stats.accepted, stats.emitted)
+    steps, proposed, accepted, emitted = (now - then for now, then in zip(after, before, strict=True))
+    tokens = sum(len(t) for t in outputs)
+    return {
+        f"{prefix}spec_tok_s": tokens / seconds,
+        f"{prefix}speedup": plain_s / seconds * tokens / max(1, sum(len(t) for t in plain_out)),
+        f"{prefix}identical": plain_out == outputs,
+        f"{prefix}acceptance_rate": accepted / proposed if proposed else 0.0,
+        f"{prefix}tokens_per_verify_step": emitted / steps if steps else 0.0,
+    }
 
 
 def main() -> None:
@@ -164,16 +237,22 @@ def main() -> None:
     parser.add_argument(
         "--draft-model", default=None, help="draft folder (default with switchyard-chat: its draft)"
     )
-    parser.add_argument("--workload", choices=("copy", "paragraph", "tasks"), default="copy")
+    parser.add_argument("--workload", choices=("copy", "paragraph", "tasks", "json"), default="copy")
     parser.add_argument(
         "--sentences", type=int, default=18, help="sentences per paragraph with --workload paragraph"
     )
     parser.add_argument(
-        "--requests", type=int, default=64, help="prompts per batch size with --workload tasks"
+        "--requests", type=int, default=64, help="prompts per batch size with --workload tasks or json"
     )
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument(
         "--adaptive", action="store_true", help="let the governor choose per step (--spec-adaptive)"
+    )
+    parser.add_argument(
+        "--temperature",
+        type=float,
+        default=0.0,
+        help="--workload json: sample, seeded per request (outputs then differ from plain decoding's)",
     )
     parser.add_argument("--dtype", default="bfloat16")
     parser.add_argument("--json", type=Path, default=None)
@@ -189,49 +268,42 @@ def main() -> None:
         max_model_len=2048,
         skip_tokenizer=args.model is None,  # the random model's folder has no tokenizer: token-id prompts
     )
+    if args.workload == "json" and (args.model is None or args.method != "draft"):
+        parser.error("--workload json needs a chat model (--model) and --method draft")
     plain = LLM(**common)  # type: ignore[arg-type]
-    spec = LLM(
-        **common,  # type: ignore[arg-type]
+    speculative = dict(
         speculative_method=args.method,
         speculative_model=args.draft_model,
         num_speculative_tokens=args.k,
         spec_max_batch_size=max(batches),
         spec_adaptive=args.adaptive,
     )
+    spec = LLM(**common, **speculative)  # type: ignore[arg-type]
+    unmasked = None
+    if args.workload == "json":
+        unmasked = LLM(**common, **speculative, spec_mask_drafts=False)  # type: ignore[arg-type]
     ignore_eos = args.model is None
-    params = SamplingParams(temperature=0, max_tokens=args.max_tokens, ignore_eos=ignore_eos)
+    params: SamplingParams | list[SamplingParams] = SamplingParams(
+        temperature=0, max_tokens=args.max_tokens, ignore_eos=ignore_eos
+    )
     results = []
     for batch in batches:
         replies: list[str] = []
-        if args.workload == "tasks":
+        if args.workload == "json":
+            prompts, params = json_tasks(plain, max(batch, args.requests), args.max_tokens, args.temperature)
+        elif args.workload == "tasks":
             prompts = task_prompts(plain, max(batch, args.requests))
         elif args.workload == "paragraph":
             prompts, replies = paragraph_prompts(plain, max(batch, args.requests), args.sentences)
         else:
             prompts = copy_prompts(plain, batch, args.words)
         timed(plain, prompts[:1], SamplingParams(temperature=0, max_tokens=4))  # warm-up
-        timed(spec, prompts[:1], SamplingParams(temperature=0, max_tokens=4))
-        stats = spec.engine.spec_decoder.stats  # type: ignore[union-attr]
-        before = (stats.steps, stats.proposed, stats.accepted, stats.emitted)
         plain_s, plain_out = timed(plain, prompts, params, batch)
-        spec_s, spec_out = timed(spec, prompts, params, batch)
         tokens = sum(len(t) for t in plain_out)
-        steps, proposed, accepted, emitted = (
-            now - then
-            for now, then in zip(
-                (stats.steps, stats.proposed, stats.accepted, stats.emitted), before, strict=True
-            )
-        )
-        row = {
-            "batch": batch,
-            "output_tokens": tokens,
-            "plain_tok_s": tokens / plain_s,
-            "spec_tok_s": sum(len(t) for t in spec_out) / spec_s,
-            "speedup": plain_s / spec_s * sum(len(t) for t in spec_out) / max(1, tokens),
-            "identical": plain_out == spec_out,
-            "acceptance_rate": accepted / proposed if proposed else 0.0,
-            "tokens_per_verify_step": emitted / steps if steps else 0.0,
-        }
+        row: dict[str, object] = {"batch": batch, "output_tokens": tokens, "plain_tok_s": tokens / plain_s}
+        for prefix, llm in (("", spec), ("unmasked_", unmasked)):
+            if llm is not None:
+                row.update(speculated(llm, prompts, params, batch, plain_s, plain_out, prefix))
         if replies:
             row.update(copy_fidelity(plain, plain_out, replies))
         results.append(row)
