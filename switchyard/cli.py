@@ -6,6 +6,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 TOOL_CALL_FORMATS = ("hermes", "llama3_json", "mistral")
 """switchyard.tool_calling's registered formats (listed here so `--help` need not import the engine; tested)."""
@@ -155,11 +156,26 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from switchyard.engine.engine import resolve_model_path
+    from switchyard.server.cors import CorsPolicy
     from switchyard.server.launch import build_server
     from switchyard.server.state import ServerSettings
     from switchyard.server.tenants import TenantsConfig, load_tenants
+    from switchyard.server.tls import TlsFiles
 
     resolve_model_path(args.model)  # a missing or unbuilt model is a clear error before anything loads
+    if args.ssl_keyfile is not None and args.ssl_certfile is None:
+        raise ValueError("--ssl-keyfile needs --ssl-certfile")
+    tls = None if args.ssl_certfile is None else TlsFiles(args.ssl_certfile, args.ssl_keyfile)
+    cors = None
+    if args.allowed_origins is not None:
+        cors = CorsPolicy(
+            allowed_origins=tuple(args.allowed_origins),
+            allowed_methods=tuple(args.allowed_methods),
+            allowed_headers=tuple(args.allowed_headers),
+            allow_credentials=args.allow_credentials,
+        )
+    elif args.allow_credentials:
+        raise ValueError("--allow-credentials needs --allowed-origins")
     tenants = load_tenants(args.tenants) if args.tenants else TenantsConfig()
     args.tenant_weights = tenants.weights
     settings = ServerSettings(
@@ -172,6 +188,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         max_request_bytes=None if args.max_request_bytes == 0 else args.max_request_bytes,
         reasoning_parser=args.reasoning_parser,
         return_tokens_as_token_ids=args.return_tokens_as_token_ids,
+        cors=cors,
     )
     server = build_server(
         engine_config_from_args(args),
@@ -181,9 +198,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         max_waiting=args.max_waiting,
         step_timeout=args.step_timeout,
         log_level="info" if args.verbose else "warning",
+        tls=tls,
     )
+    scheme = "http" if tls is None else "https"
     print(
-        f"switchyard: serving {settings.served_model_names[0]!r} on http://{args.host}:{args.port}/v1",
+        f"switchyard: serving {settings.served_model_names[0]!r} on {scheme}://{args.host}:{args.port}/v1",
         flush=True,
     )
     server.run()
@@ -285,6 +304,32 @@ def build_parser() -> argparse.ArgumentParser:
         choices=TOOL_CALL_FORMATS,
         default=None,
         help="how the model writes tool calls (default: detected from its chat template, else hermes)",
+    )
+    serve.add_argument(
+        "--allowed-origins",
+        nargs="+",
+        default=None,
+        metavar="ORIGIN",
+        help="origins (https://app.example.com, or '*') whose browser pages may call the API (CORS); "
+        "default: none",
+    )
+    serve.add_argument(
+        "--allowed-methods", nargs="+", default=["*"], help="HTTP methods allowed cross-origin (default: all)"
+    )
+    serve.add_argument(
+        "--allowed-headers",
+        nargs="+",
+        default=["*"],
+        help="request headers allowed cross-origin (default: all)",
+    )
+    serve.add_argument(
+        "--allow-credentials",
+        action="store_true",
+        help="let cross-origin pages send cookies and HTTP authentication (origins must be named)",
+    )
+    serve.add_argument("--ssl-certfile", type=Path, default=None, help="PEM certificate chain: serve HTTPS")
+    serve.add_argument(
+        "--ssl-keyfile", type=Path, default=None, help="PEM private key, when not in --ssl-certfile"
     )
     add_engine_args(serve)
     serve.set_defaults(func=cmd_serve)

@@ -27,6 +27,7 @@ from switchyard.errors import SwitchyardError
 from switchyard.server.body_limit import BodySizeLimitMiddleware
 from switchyard.server.chat import create_chat_completion
 from switchyard.server.completions import create_completion
+from switchyard.server.cors import add_cors
 from switchyard.server.errors import AuthenticationError, ModelNotFoundError, describe
 from switchyard.server.metrics import CONTENT_TYPE, ServerMetrics
 from switchyard.server.protocol import (
@@ -68,7 +69,11 @@ def build_app(engine: AsyncLLMEngine, settings: ServerSettings) -> FastAPI:
         app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_request_bytes)
     if keys:  # outside the size limit: an unauthenticated client learns nothing about the server's limits
         app.add_middleware(_ApiKeyMiddleware, keys=keys)
-    app.add_middleware(_RequestIdMiddleware)  # outermost, so refusals carry the header too
+    app.add_middleware(_RequestIdMiddleware)  # outside the checks, so refusals carry the header too
+    if settings.cors is not None:
+        add_cors(
+            app, settings.cors
+        )  # outermost: preflights carry no credentials, and refusals get its headers
     app.include_router(_openai_routes(state))
     app.include_router(_operations_routes(state))
     return app

@@ -19,6 +19,7 @@ from switchyard.engine.async_engine import AsyncLLMEngine
 from switchyard.engine.engine import LLMEngine
 from switchyard.server.app import build_app
 from switchyard.server.state import ServerSettings, ServerState
+from switchyard.server.tls import TlsFiles
 
 logger = logging.getLogger(__name__)
 
@@ -71,15 +72,25 @@ def build_server(
     max_waiting: int = 512,
     step_timeout: float | None = None,
     log_level: str = "info",
+    tls: TlsFiles | None = None,
 ) -> DrainingServer:
     """Load the model and return a server ready to `run()` (blocking) or `serve()` (in an event loop)."""
+    if tls is not None:
+        tls.check()  # before minutes of loading
     engine = AsyncLLMEngine(LLMEngine(engine_config), max_waiting=max_waiting, step_timeout=step_timeout)
-    return server_for(engine, settings, host=host, port=port, log_level=log_level)
+    return server_for(engine, settings, host=host, port=port, log_level=log_level, tls=tls)
 
 
 def server_for(
-    engine: AsyncLLMEngine, settings: ServerSettings, *, host: str, port: int, log_level: str = "info"
+    engine: AsyncLLMEngine,
+    settings: ServerSettings,
+    *,
+    host: str,
+    port: int,
+    log_level: str = "info",
+    tls: TlsFiles | None = None,
 ) -> DrainingServer:
+    """A server for `engine`; HTTPS with `tls`."""
     app = build_app(engine, settings)
     config = uvicorn.Config(
         app,
@@ -88,5 +99,7 @@ def server_for(
         log_level=log_level,
         timeout_graceful_shutdown=int(CONNECTION_CLOSE_TIMEOUT),
         lifespan="on",
+        ssl_certfile=None if tls is None else str(tls.certfile),
+        ssl_keyfile=None if tls is None or tls.keyfile is None else str(tls.keyfile),
     )
     return DrainingServer(config, app.state.server)

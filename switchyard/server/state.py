@@ -13,6 +13,7 @@ from switchyard.engine.async_engine import AsyncLLMEngine, EngineDeadError, Queu
 from switchyard.engine.sampling_params import SamplingParams
 from switchyard.errors import CapacityError, InvalidRequestError
 from switchyard.reasoning import THINK_CLOSE, THINK_OPEN, check_reasoning_parser
+from switchyard.server.cors import CorsPolicy
 from switchyard.server.errors import ModelNotFoundError, ServerDrainingError
 from switchyard.server.metrics import ServerMetrics
 from switchyard.tool_calling import ToolCallFormat, detect_format, get_format
@@ -49,6 +50,8 @@ class ServerSettings:
     reasoning_parser: str | None = None
     """`think`, `qwen3` or `deepseek_r1` (`switchyard.reasoning`): <think> text goes to `message.reasoning`
     (and `reasoning_content`) instead of the content; None leaves replies whole."""
+    cors: CorsPolicy | None = None
+    """Which browser origins may call the API (`serve --allowed-origins`); None sends no CORS headers."""
 
     def __post_init__(self) -> None:
         if not self.served_model_names:

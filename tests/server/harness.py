@@ -19,6 +19,7 @@ from switchyard.engine.async_engine import AsyncLLMEngine
 from switchyard.engine.engine import LLMEngine
 from switchyard.server.launch import DrainingServer, server_for
 from switchyard.server.state import ServerSettings
+from switchyard.server.tls import TlsFiles
 
 MODEL = "tiny"
 
@@ -95,6 +96,7 @@ def start_server(
     *,
     max_waiting: int = 512,
     engine_overrides: dict[str, Any] | None = None,
+    tls: TlsFiles | None = None,
     **settings: Any,
 ) -> RunningServer:
     engine_args: dict[str, Any] = {
@@ -112,6 +114,7 @@ def start_server(
         host="127.0.0.1",
         port=0,
         log_level="warning",
+        tls=tls,
     )
     thread = threading.Thread(target=server.run, name="uvicorn", daemon=True)
     thread.start()
@@ -121,7 +124,8 @@ def start_server(
             raise RuntimeError("test server did not start")
         time.sleep(0.01)
     port = server.servers[0].sockets[0].getsockname()[1]
-    return RunningServer(server, engine, thread, f"http://127.0.0.1:{port}")
+    scheme = "http" if tls is None else "https"
+    return RunningServer(server, engine, thread, f"{scheme}://127.0.0.1:{port}")
 
 
 def metric(text: str, name: str, **labels: str) -> float:
