@@ -28,15 +28,27 @@ from switchyard.engine.sequence import Sequence
 from switchyard.engine.structured import GrammarMatcher
 from switchyard.models.llama import LlamaForCausalLM
 
-GrammarMask = Callable[[torch.Tensor, list[GrammarMatcher | None]], None]
-"""Forbids, in place, each row's tokens its matcher refuses (`StructuredOutputManager.mask_logits`)."""
+GrammarMask = Callable[[torch.Tensor, list[GrammarMatcher | None]], torch.Tensor | None]
+"""Forbids, in place, each row's tokens its matcher refuses, and returns the bitmask it applied, row i for
+logits row i (`StructuredOutputManager.mask_logits` with `keep=True`)."""
 
 
 @dataclass
 class DraftProposal:
     tokens: list[int]
-    probs: torch.Tensor | None
-    """[len(tokens), vocab] draft distributions the tokens were sampled from; None for greedy requests."""
+    probs: torch.Tensor | None = None
+    """[len(tokens), vocab] draft distributions the tokens were sampled from; None for greedy requests and
+    point-mass proposers (n-gram)."""
+    masks: torch.Tensor | None = None
+    """[len(tokens), bitmask words]: row i is the grammar's mask after tokens[:i], filled while drafting under
+    the grammar; verification applies these rows instead of filling them again. None without a grammar."""
+
+    def truncated(self, length: int) -> DraftProposal:
+        return DraftProposal(
+            self.tokens[:length],
+            None if self.probs is None else self.probs[:length],
+            None if self.masks is None else self.masks[:length],
+        )
 
 
 class DraftModelProposer:
@@ -98,7 +110,7 @@ class DraftModelProposer:
                 continue
             reserved += needed
             shadows.append((seq, shadow, k))
-        proposals = {seq.seq_id: DraftProposal([], None) for seq, _, _ in shadows}
+        proposals = {seq.seq_id: DraftProposal([]) for seq, _, _ in shadows}
         active = [(seq, shadow, k) for seq, shadow, k in shadows if k > 0]
         advanced: dict[int, tuple[GrammarMatcher, int]] = {}  # seq_id -> (its matcher, drafts it accepted)
         try:
@@ -128,7 +140,7 @@ class DraftModelProposer:
                 shadow.num_computed_tokens += num_new
             by_id = {s.seq_id: i for i, s in enumerate(result.sampled_seqs)}
             logits = torch.stack([result.logits[by_id[shadow.seq_id]] for _, shadow, _ in active])
-            tokens, probs, drawable = self._sample(active, logits, mask)
+            tokens, probs, drawable, masks = self._sample(active, logits, mask)
             still = []
             for row, (seq, shadow, k) in enumerate(active):
                 if not drawable[row]:  # all the grammar allows lies beyond a smaller draft vocabulary
@@ -141,6 +153,11 @@ class DraftModelProposer:
                         row_probs if proposal.probs is None else torch.cat([proposal.probs, row_probs])
                     )
                 shadow.token_ids.append(tokens[row])
+                if masks is not None and seq.grammar is not None:
+                    row_mask = masks[row : row + 1]
+                    proposal.masks = (
+                        row_mask if proposal.masks is None else torch.cat([proposal.masks, row_mask])
+                    )
                 if mask is not None and seq.grammar is not None:
                     # Under the mask the grammar accepts the token; were a backend's mask and matcher ever to
                     # disagree, the proposal ends here and `SpecDecoder.propose` checks it as any other.
@@ -171,23 +188,24 @@ class DraftModelProposer:
 
     def _sample(
         self, active: list[tuple[Sequence, Sequence, int]], logits: torch.Tensor, mask: GrammarMask | None
-    ) -> tuple[list[int], torch.Tensor | None, list[bool]]:
-        """Each row's draft token, the distributions they were drawn from (None when all rows are greedy), and
+    ) -> tuple[list[int], torch.Tensor | None, list[bool], torch.Tensor | None]:
+        """Each row's draft token, the distributions they were drawn from (None when all rows are greedy),
         whether the row had anything to draw (False only where the grammar's tokens are all outside a smaller
-        draft vocabulary)."""
+        draft vocabulary), and the grammar bitmask applied to each row (None when no row has a grammar)."""
         logits = logits.float()
         if logits.shape[-1] < self.target_vocab_size:  # a smaller draft vocabulary: the rest is impossible
             pad = logits.new_full((logits.shape[0], self.target_vocab_size - logits.shape[-1]), float("-inf"))
             logits = torch.cat([logits, pad], dim=-1)
         drawable = [True] * len(active)
+        masks = None
         matchers = [seq.grammar for seq, _, _ in active] if mask is not None else []
         if any(m is not None for m in matchers):
             assert mask is not None
-            mask(logits, matchers)
+            masks = mask(logits, matchers)
             drawable = torch.isfinite(logits).any(dim=-1).tolist()
             logits[~torch.tensor(drawable, device=logits.device)] = 0.0  # sampled, then dropped by the caller
         if all(seq.request.params.greedy for seq, _, _ in active):
-            return row_argmax(logits).tolist(), None, drawable
+            return row_argmax(logits).tolist(), None, drawable, masks
         rows = [
             SamplingRow(
                 params=seq.request.params,
@@ -207,4 +225,4 @@ class DraftModelProposer:
             else:
                 generator = seq.generator if seq.generator is not None else self.sampler.generator
                 tokens.append(int(torch.multinomial(probs[row], 1, generator=generator).item()))
-        return tokens, probs, drawable
+        return tokens, probs, drawable, masks

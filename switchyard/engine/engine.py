@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import time
 from concurrent.futures import FIRST_COMPLETED, Future
 from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from switchyard.bundled import DRAFT_MODEL, MAIN_MODEL, resolve_model
 from switchyard.config import EngineConfig
 from switchyard.engine.block_manager import BlockManager
 from switchyard.engine.detokenizer import IncrementalDetokenizer
-from switchyard.engine.draft_proposer import DraftModelProposer
+from switchyard.engine.draft_proposer import DraftModelProposer, DraftProposal
 from switchyard.engine.memory import (
     KVCacheBudget,
     analytic_activation_bytes,
@@ -203,8 +204,9 @@ class LLMEngine:
         self.num_generated_tokens = 0
         self.num_prompt_tokens = 0
         self.spec_decoder: SpecDecoder | None = None
-        self._draft_probs: dict[int, torch.Tensor] = {}
-        """Draft distributions of this step's proposals (draft-model method, sampled requests only)."""
+        self._proposals: dict[int, DraftProposal] = {}
+        """This step's proposals being verified: their draft distributions (draft-model method, sampled
+        requests) and the grammar masks filled while drafting."""
         if spec_config is not None:
             draft = None
             if draft_model is not None:
@@ -742,15 +744,14 @@ class LLMEngine:
         for seq, _ in candidates:
             if seq.seq_id not in proposals or spare_tokens <= 0:
                 continue
-            drafts, probs = proposals[seq.seq_id]
-            drafts = drafts[:spare_tokens]
+            proposal = proposals[seq.seq_id].truncated(spare_tokens)
+            drafts = proposal.tokens
             extra_blocks = manager.blocks_needed(seq, 1 + len(drafts)) - manager.blocks_needed(seq, 1)
             if extra_blocks > spare_blocks:
                 continue  # speculation must never cause a preemption
             seq.token_ids.extend(drafts)
             seq.num_draft_tokens = len(drafts)
-            if probs is not None:
-                self._draft_probs[seq.seq_id] = probs[: len(drafts)]
+            self._proposals[seq.seq_id] = proposal
             spare_tokens -= len(drafts)
             spare_blocks -= extra_blocks
             speculating.append(seq)
@@ -768,7 +769,7 @@ class LLMEngine:
                 continue
             del seq.token_ids[-drafts:]
             seq.num_draft_tokens = 0
-            self._draft_probs.pop(seq.seq_id, None)
+            self._proposals.pop(seq.seq_id, None)
             if index is not None:
                 plan.scheduled[index] = (seq, 1)
         return frozenset(verifying)
@@ -787,10 +788,13 @@ class LLMEngine:
             seq.num_draft_tokens = 0
             request = seq.request
             touched.append(request)
+            proposal = self._proposals.pop(seq_id, None)
             try:
                 if seq.grammar is not None and self._structured is not None:
-                    self._mask_verified_positions(seq.grammar, drafts, logits)
-                emitted, accepted = spec.verify(seq, drafts, logits, self._draft_probs.pop(seq_id, None))
+                    masks = None if proposal is None else proposal.masks
+                    self._mask_verified_positions(seq.grammar, drafts, logits, masks)
+                probs = None if proposal is None else proposal.probs
+                emitted, accepted = spec.verify(seq, drafts, logits, probs)
                 # KV is valid up to the last accepted draft; the bonus token is computed next step.
                 seq.num_computed_tokens = seq.num_tokens + accepted
                 for token in emitted:
@@ -808,9 +812,15 @@ class LLMEngine:
         return touched
 
     def _mask_verified_positions(
-        self, grammar: GrammarMatcher, drafts: list[int], logits: torch.Tensor
+        self,
+        grammar: GrammarMatcher,
+        drafts: list[int],
+        logits: torch.Tensor,
+        drafted_masks: torch.Tensor | None = None,
     ) -> None:
         """Row i of `logits` gets the grammar's mask after drafts[:i] (drafts were checked at proposal time).
+        `drafted_masks` are those rows as the draft model filled them under the same grammar state, so only
+        the rows after them (the bonus row) are filled here.
 
         When the last draft is the grammar's stop token, the bonus row after it stays unmasked: a terminated
         grammar has no mask, and the sequence finishes on the stop token before a bonus token is used. A last
@@ -818,14 +828,19 @@ class LLMEngine:
         out by its own row, so it is rejected and the row after it is never used.
         """
         assert self._structured is not None
+        start = time.perf_counter()
         backend = self._structured.backend
         bitmask = backend.allocate_bitmask(len(drafts) + 1)
+        reused = 0 if drafted_masks is None else min(len(drafted_masks), len(drafts))
+        if reused:
+            bitmask[:reused] = drafted_masks[:reused]  # type: ignore[index]
         rows: list[int] = []
         accepted = 0
         for i, token in enumerate([*drafts, None]):
             if grammar.is_terminated():
                 break
-            backend.fill_bitmask([grammar], bitmask, [i])
+            if i >= reused:
+                backend.fill_bitmask([grammar], bitmask, [i])
             rows.append(i)
             if token is None:
                 break
@@ -836,6 +851,10 @@ class LLMEngine:
             accepted += 1
         grammar.rollback(accepted)
         backend.apply_bitmask(logits, bitmask, rows)
+        stats = self._structured.stats
+        stats.masked_rows += len(rows)
+        stats.reused_rows += min(reused, len(rows))
+        stats.mask_seconds += time.perf_counter() - start
 
     def _record_prompt_logprobs(self, result: ForwardResult) -> None:
         for seq_id, (first, logits) in result.prompt_logits.items():

@@ -30,13 +30,14 @@ the step compute-bound; see benchmarks/RESULTS.md).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass, field
 from typing import Protocol
 
 import torch
 
-from switchyard.engine.draft_proposer import DraftModelProposer
+from switchyard.engine.draft_proposer import DraftModelProposer, DraftProposal
 from switchyard.engine.sampler import Sampler, SamplingBatch, SamplingRow, greedy_argmax
 from switchyard.engine.sequence import Sequence
 from switchyard.engine.structured import StructuredOutputManager
@@ -157,9 +158,9 @@ class SpecDecoder:
         requests: list[tuple[Sequence, int]],
         live_seq_ids: set[int],
         structured: StructuredOutputManager | None = None,
-    ) -> dict[int, tuple[list[int], torch.Tensor | None]]:
-        """seq_id -> (draft tokens, their draft distributions or None) for each (sequence, room) pair; room
-        leaves space for the bonus token. Proposals are cut at their first token a grammar forbids; a draft
+    ) -> dict[int, DraftProposal]:
+        """seq_id -> proposal (draft tokens, their draft distributions or None, the grammar masks filled while
+        drafting or None) for each (sequence, room) pair; room leaves space for the bonus token. Proposals are cut at their first token a grammar forbids; a draft
         model's sampled proposal keeps that token as its last. Verification then rejects it (the grammar gives
         it probability 0) and draws from the residual, as speculative sampling must: cutting before it would
         draw that position from the target alone, which biases the output towards what the draft avoided.
@@ -170,14 +171,16 @@ class SpecDecoder:
         wanted = [(seq, k) for seq, k in wanted if k >= 1]
         if self.draft is not None:
             self.draft.release_finished(live_seq_ids | {seq.seq_id for seq, _ in wanted})
-            mask = structured.mask_logits if structured is not None and self.config.mask_drafts else None
-            found = {i: (p.tokens, p.probs) for i, p in self.draft.propose(wanted, mask).items()}
+            mask = None
+            if structured is not None and self.config.mask_drafts:
+                mask = functools.partial(structured.mask_logits, keep=True)
+            found = self.draft.propose(wanted, mask)
         else:
-            found = {seq.seq_id: self.proposer.propose(seq.token_ids, k) for seq, k in wanted}
+            found = {seq.seq_id: DraftProposal(*self.proposer.propose(seq.token_ids, k)) for seq, k in wanted}
         out = {}
         for seq, k in wanted:
-            drafts, probs = found.get(seq.seq_id, ([], None))
-            drafts = drafts[:k]
+            proposal = found.get(seq.seq_id, DraftProposal([]))
+            drafts, probs = proposal.tokens[:k], proposal.probs
             if seq.grammar is not None:  # cut the proposal at its first token the grammar forbids
                 valid = 0
                 forbidden = False
@@ -194,7 +197,7 @@ class SpecDecoder:
                 self.stats.forbidden_drafts += keep - valid
                 drafts = drafts[:keep]
             if drafts:
-                out[seq.seq_id] = (drafts, None if probs is None else probs[: len(drafts)])
+                out[seq.seq_id] = proposal.truncated(len(drafts))
         return out
 
     def verify(

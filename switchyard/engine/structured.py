@@ -149,6 +149,8 @@ class StructuredOutputStats:
     compile_seconds: float = 0.0
     mask_seconds: float = 0.0
     masked_rows: int = 0
+    reused_rows: int = 0
+    """Rows of speculative verification masked with the bitmask the draft model filled for the same state."""
     rejected_tokens: int = 0
     """Sampled tokens the matcher refused: always 0 unless a backend has a bug."""
     by_kind: dict[str, int] = field(default_factory=dict)
@@ -217,11 +219,15 @@ class StructuredOutputManager:
     def new_matcher(self, compiled: CompiledGrammar) -> GrammarMatcher:
         return self.backend.new_matcher(compiled)
 
-    def mask_logits(self, logits: torch.Tensor, matchers: Sequence[GrammarMatcher | None]) -> None:
-        """Forbid, in place, every token the row's matcher would refuse; rows without a matcher are untouched."""
+    def mask_logits(
+        self, logits: torch.Tensor, matchers: Sequence[GrammarMatcher | None], keep: bool = False
+    ) -> torch.Tensor | None:
+        """Forbid, in place, every token the row's matcher would refuse; rows without a matcher are untouched.
+        With `keep`, returns a copy of the bitmask, row i for logits row i (meaningless where no matcher), so a
+        later pass over the same grammar state can apply it without filling it again."""
         rows = [i for i, m in enumerate(matchers) if m is not None]
         if not rows:
-            return
+            return None
         start = time.perf_counter()
         if self._bitmask is None or self._bitmask.shape[0] < logits.shape[0]:
             self._bitmask = self.backend.allocate_bitmask(max(64, logits.shape[0]))
@@ -230,6 +236,7 @@ class StructuredOutputManager:
         self.backend.apply_bitmask(logits, bitmask, rows)
         self.stats.mask_seconds += time.perf_counter() - start
         self.stats.masked_rows += len(rows)
+        return bitmask[: logits.shape[0]].clone() if keep else None
 
     def shutdown(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)

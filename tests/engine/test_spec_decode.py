@@ -513,6 +513,9 @@ def test_a_draft_sampled_under_the_grammar_proposes_only_what_it_allows(
             jsonschema.validate(json.loads(output.outputs[0].text), schema)
         assert llm.engine.spec_decoder is not None
         stats[masked] = llm.engine.spec_decoder.stats
+        grammar_stats = llm.engine._structured.stats  # type: ignore[union-attr]
+        # Verification applies the masks the draft filled for the same grammar states instead of refilling.
+        assert (grammar_stats.reused_rows > 0) == masked
     assert stats[True].forbidden_drafts == 0 < stats[False].forbidden_drafts
     assert stats[True].acceptance_rate > stats[False].acceptance_rate, (stats[True], stats[False])
 
