@@ -112,12 +112,13 @@ class DraftModelProposer:
             shadows.append((seq, shadow, k))
         proposals = {seq.seq_id: DraftProposal([]) for seq, _, _ in shadows}
         active = [(seq, shadow, k) for seq, shadow, k in shadows if k > 0]
-        advanced: dict[int, tuple[GrammarMatcher, int]] = {}  # seq_id -> (its matcher, drafts it accepted)
+        advanced: dict[int, int] = {}  # seq_id -> drafts its grammar accepted
         try:
             self._draft(active, proposals, mask, advanced)
         finally:
-            for matcher, count in advanced.values():
-                matcher.rollback(count)
+            for seq, _, _ in shadows:
+                if seq.seq_id in advanced and seq.grammar is not None:
+                    seq.grammar.rollback(advanced[seq.seq_id])
         return {seq_id: p for seq_id, p in proposals.items() if p.tokens}
 
     def _draft(
@@ -125,7 +126,7 @@ class DraftModelProposer:
         active: list[tuple[Sequence, Sequence, int]],
         proposals: dict[int, DraftProposal],
         mask: GrammarMask | None,
-        advanced: dict[int, tuple[GrammarMatcher, int]],
+        advanced: dict[int, int],
     ) -> None:
         """One batched draft forward per drafted token, until every sequence has its k tokens or stopped."""
         while active:
@@ -163,7 +164,7 @@ class DraftModelProposer:
                     # disagree, the proposal ends here and `SpecDecoder.propose` checks it as any other.
                     if not seq.grammar.accept_token(tokens[row]):
                         continue
-                    advanced[seq.seq_id] = (seq.grammar, advanced.get(seq.seq_id, (seq.grammar, 0))[1] + 1)
+                    advanced[seq.seq_id] = advanced.get(seq.seq_id, 0) + 1
                     if seq.grammar.is_terminated():  # the stop token: nothing follows it
                         continue
                 if len(proposal.tokens) < k:
