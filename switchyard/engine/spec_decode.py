@@ -160,8 +160,9 @@ class SpecDecoder:
         structured: StructuredOutputManager | None = None,
     ) -> dict[int, DraftProposal]:
         """seq_id -> proposal (draft tokens, their draft distributions or None, the grammar masks filled while
-        drafting or None) for each (sequence, room) pair; room leaves space for the bonus token. Proposals are cut at their first token a grammar forbids; a draft
-        model's sampled proposal keeps that token as its last. Verification then rejects it (the grammar gives
+        drafting or None) for each (sequence, room) pair; room leaves space for the bonus token. Proposals are
+        cut at their first token a grammar forbids; a draft model's sampled proposal keeps that token as its
+        last. Verification then rejects it (the grammar gives
         it probability 0) and draws from the residual, as speculative sampling must: cutting before it would
         draw that position from the target alone, which biases the output towards what the draft avoided.
         `live_seq_ids` are the running sequences: draft state of any other is released. With `structured` (the

@@ -70,10 +70,8 @@ def build_app(engine: AsyncLLMEngine, settings: ServerSettings) -> FastAPI:
     if keys:  # outside the size limit: an unauthenticated client learns nothing about the server's limits
         app.add_middleware(_ApiKeyMiddleware, keys=keys)
     app.add_middleware(_RequestIdMiddleware)  # outside the checks, so refusals carry the header too
-    if settings.cors is not None:
-        add_cors(
-            app, settings.cors
-        )  # outermost: preflights carry no credentials, and refusals get its headers
+    if settings.cors is not None:  # outermost: preflights carry no credentials, and refusals get its headers
+        add_cors(app, settings.cors)
     app.include_router(_openai_routes(state))
     app.include_router(_operations_routes(state))
     return app

@@ -10,6 +10,7 @@ refusals too, so a page can read the error.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
@@ -28,7 +29,7 @@ class CorsPolicy:
         if not self.allowed_origins:
             raise ValueError("allowed_origins must name at least one origin (or '*')")
         for origin in self.allowed_origins:
-            if origin != "*" and ("://" not in origin or origin.endswith("/")):
+            if origin != "*" and not _is_origin(origin):
                 raise ValueError(
                     f"allowed origin {origin!r} is not an origin: expected scheme://host[:port], e.g. "
                     "https://app.example.com, or '*'"
@@ -38,6 +39,12 @@ class CorsPolicy:
                 "allow_credentials with allowed origin '*' would let every site send its users' credentials; "
                 "list the origins by name"
             )
+
+
+def _is_origin(text: str) -> bool:
+    """scheme://host[:port] and nothing more: a browser sends exactly that in its Origin header."""
+    parts = urlsplit(text)
+    return bool(parts.scheme and parts.netloc) and not (parts.path or parts.query or parts.fragment)
 
 
 def add_cors(app: FastAPI, policy: CorsPolicy) -> None:
