@@ -165,7 +165,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     resolve_model_path(args.model)  # a missing or unbuilt model is a clear error before anything loads
     if args.ssl_keyfile is not None and args.ssl_certfile is None:
         raise ValueError("--ssl-keyfile needs --ssl-certfile")
-    tls = None if args.ssl_certfile is None else TlsFiles(args.ssl_certfile, args.ssl_keyfile)
+    if args.ssl_certfile is None and (args.ssl_ca_certs is not None or args.ssl_cert_reqs is not None):
+        raise ValueError(
+            "--ssl-ca-certs and --ssl-cert-reqs need --ssl-certfile (client certificates need HTTPS)"
+        )
+    tls = None
+    if args.ssl_certfile is not None:
+        tls = TlsFiles(args.ssl_certfile, args.ssl_keyfile, args.ssl_ca_certs, args.ssl_cert_reqs)
     cors = None
     if args.allowed_origins is not None:
         cors = CorsPolicy(
@@ -189,6 +195,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         reasoning_parser=args.reasoning_parser,
         return_tokens_as_token_ids=args.return_tokens_as_token_ids,
         cors=cors,
+        root_path=args.root_path,
     )
     server = build_server(
         engine_config_from_args(args),
@@ -330,6 +337,23 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--ssl-certfile", type=Path, default=None, help="PEM certificate chain: serve HTTPS")
     serve.add_argument(
         "--ssl-keyfile", type=Path, default=None, help="PEM private key, when not in --ssl-certfile"
+    )
+    serve.add_argument(
+        "--ssl-ca-certs",
+        type=Path,
+        default=None,
+        help="PEM certificates of the authorities that sign client certificates (mutual TLS)",
+    )
+    serve.add_argument(
+        "--ssl-cert-reqs",
+        choices=("none", "optional", "required"),
+        default=None,
+        help="whether clients must present a certificate (default: required with --ssl-ca-certs, else none)",
+    )
+    serve.add_argument(
+        "--root-path",
+        default="",
+        help="path prefix a reverse proxy serves the API under and strips before forwarding (e.g. /llm)",
     )
     add_engine_args(serve)
     serve.set_defaults(func=cmd_serve)

@@ -159,6 +159,16 @@ PROTECTED_PATHS = ("/v1", "/tokenize", "/detokenize")
 """Routes that need the API key when one is set: everything that reaches the model or its tokenizer."""
 
 
+def route_path(scope: Scope) -> str:
+    """The path the routes match: uvicorn puts `--root-path` in front of the request's path, and the router
+    takes it off again, so a check on the raw path would miss every protected route behind a root path."""
+    path: str = scope["path"]
+    root_path: str = scope.get("root_path", "")
+    if root_path and path.startswith(root_path) and path[len(root_path) : len(root_path) + 1] in ("", "/"):
+        return path[len(root_path) :] or "/"
+    return path
+
+
 class _ApiKeyMiddleware:
     """Requires `Authorization: Bearer <key>` on /v1 and the tokenizer routes, before the body is even read.
 
@@ -171,7 +181,7 @@ class _ApiKeyMiddleware:
         self._keys = [(key.encode(), tenant) for key, tenant in keys.items()]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"].startswith(PROTECTED_PATHS):
+        if scope["type"] == "http" and route_path(scope).startswith(PROTECTED_PATHS):
             tenant = self._tenant(scope)
             if tenant is None:
                 info = describe(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import ssl
 from types import FrameType
 
 import uvicorn
@@ -90,7 +91,7 @@ def server_for(
     log_level: str = "info",
     tls: TlsFiles | None = None,
 ) -> DrainingServer:
-    """A server for `engine`; HTTPS with `tls`."""
+    """A server for `engine`; HTTPS with `tls` (and client certificates when it names authorities)."""
     app = build_app(engine, settings)
     config = uvicorn.Config(
         app,
@@ -101,5 +102,8 @@ def server_for(
         lifespan="on",
         ssl_certfile=None if tls is None else str(tls.certfile),
         ssl_keyfile=None if tls is None or tls.keyfile is None else str(tls.keyfile),
+        ssl_ca_certs=None if tls is None or tls.ca_certs is None else str(tls.ca_certs),
+        ssl_cert_reqs=ssl.CERT_NONE if tls is None else tls.cert_reqs,
+        root_path=settings.root_path,
     )
     return DrainingServer(config, app.state.server)

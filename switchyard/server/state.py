@@ -52,6 +52,10 @@ class ServerSettings:
     (and `reasoning_content`) instead of the content; None leaves replies whole."""
     cors: CorsPolicy | None = None
     """Which browser origins may call the API (`serve --allowed-origins`); None sends no CORS headers."""
+    root_path: str = ""
+    """The path prefix a reverse proxy serves the API under (`serve --root-path /llm`), which the proxy strips
+    before forwarding, as uvicorn and FastAPI expect: routes stay at /v1/..., while the API docs and
+    `request.url` name the public URL. Empty when clients reach the server directly."""
 
     def __post_init__(self) -> None:
         if not self.served_model_names:
@@ -64,6 +68,15 @@ class ServerSettings:
             get_format(self.tool_call_parser)  # ValueError naming the known formats
         if self.reasoning_parser is not None:
             check_reasoning_parser(self.reasoning_parser)
+        if self.root_path and (
+            not self.root_path.startswith("/")
+            or self.root_path.endswith("/")
+            or any(c in self.root_path for c in "?#")
+        ):
+            raise ValueError(
+                f"root_path must be a path such as /llm: starting with /, without a trailing / and without ? or #; "
+                f"got {self.root_path!r}"
+            )
         if self.max_request_bytes is not None and self.max_request_bytes <= 0:
             raise ValueError("max_request_bytes must be > 0 (None accepts any size)")
 
