@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,6 +17,8 @@ DEFAULT_MAX_REQUEST_BYTES = 16 << 20
 """`ServerSettings.max_request_bytes`' default, for `serve --max-request-bytes` (here for the same reason; tested)."""
 KV_CACHE_DTYPE_NAMES = ("auto", "float32", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2")
 """models.kv_cache_dtype's names, listed here for the same reason (tested)."""
+API_KEY_ENV = "SWITCHYARD_API_KEY"
+"""Where `serve` reads its API key when `--api-key` is not given."""
 
 
 def add_engine_args(parser: argparse.ArgumentParser) -> None:
@@ -186,7 +189,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     args.tenant_weights = tenants.weights
     settings = ServerSettings(
         served_model_names=tuple(args.served_model_name or [args.model]),
-        api_key=args.api_key,
+        api_key=args.api_key if args.api_key is not None else os.environ.get(API_KEY_ENV) or None,
         tenant_keys=tenants.keys,
         request_timeout=args.request_timeout,
         shutdown_grace=args.shutdown_grace,
@@ -250,7 +253,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0 for all)")
     serve.add_argument("--port", type=int, default=8000, help="port to listen on (8000)")
-    serve.add_argument("--api-key", default=None, help="require `Authorization: Bearer KEY` on /v1 routes")
+    serve.add_argument(
+        "--api-key",
+        default=None,
+        help=f"require `Authorization: Bearer KEY` on /v1 routes (default: ${API_KEY_ENV}, which, unlike a flag, "
+        "other users of the machine cannot read in the process list)",
+    )
     serve.add_argument(
         "--tenants",
         default=None,

@@ -60,6 +60,8 @@ class ServerSettings:
     def __post_init__(self) -> None:
         if not self.served_model_names:
             raise ValueError("served_model_names must name at least one model")
+        if self.api_key is not None and not self.api_key.strip():
+            raise ValueError("api_key must not be empty or blank: a blank key would let any client in")
         if self.request_timeout is not None and self.request_timeout <= 0:
             raise ValueError("request_timeout must be > 0 seconds")
         if self.shutdown_grace < 0:
