@@ -101,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         help="the run's --entity-count, so rarity is counted on its training lists",
     )
     parser.add_argument("--real-entity-share", type=float, default=0.0, help="the run's --real-entity-share")  # fmt: skip
+    parser.add_argument("--no-message-tool", action="store_true", help="the run's --no-message-tool")
     parser.add_argument("--json", type=Path, help="also write the breakdown here")
     args = parser.parse_args(argv)
 
@@ -110,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"the report keeps {len(report['failures'])} of {failed_total} failures (or no turn indices): "
               "rerun eval-default with --max-failures above that", file=sys.stderr)  # fmt: skip
         return 2
-    examples = generate_corpus(heldout_config(size=args.examples, seed=args.seed))
+    message_tool = not args.no_message_tool
+    examples = generate_corpus(heldout_config(size=args.examples, seed=args.seed, message_tool=message_tool))
     if sum(len({c.turn for c in e.checks}) for e in examples) != report["graded_turns"]:
         print(
             "the regenerated corpus does not match the report: check --examples and --seed", file=sys.stderr
@@ -121,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     train = generate_corpus(CorpusConfig(seed=args.seed, size=args.train_examples,
                                          entities=training_entities(args.entity_count, args.real_entity_share),
                                          weights=dict(recipe.corpus_weights), group_size=recipe.group_size,
-                                         grounded_forms=recipe.grounded_forms))  # fmt: skip
+                                         grounded_forms=recipe.grounded_forms, message_tool=message_tool))  # fmt: skip
     counts = reply_counts(tokenize_examples(tokenizer, train), tokenizer.get_vocab_size())
 
     def encode(value: str) -> list[int]:

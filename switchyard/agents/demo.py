@@ -1,5 +1,5 @@
-"""The demo assistant's tools: the bundled model's own (same names, schemas and offline world) plus an
-acting `send_message` that always needs a human's approval."""
+"""The demo assistant's tools: the bundled model's own (same names, schemas and offline world), among them the
+acting `send_message`, which always needs a human's approval here."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from switchyard.agents.agent import Agent, ModelSettings
 from switchyard.agents.model import ModelClient
 from switchyard.agents.tool import FunctionTool, tool
 from switchyard.bundled.entities import TRAIN_ENTITIES
-from switchyard.bundled.tools import CALCULATOR, CONVERT_UNITS, GET_WEATHER, ToolWorld, run_tool
+from switchyard.bundled.tools import CALCULATOR, CONVERT_UNITS, GET_WEATHER, SEND_MESSAGE, ToolWorld, run_tool
 
 INSTRUCTIONS = "You are a helpful assistant with access to tools."
 """One of the system prompts the bundled model saw with tools in training."""
@@ -52,14 +52,14 @@ def demo_tools(state: DemoWorld) -> list[FunctionTool]:
     def get_weather(city: str) -> dict[str, Any]:
         return run("get_weather", {"city": city})
 
-    @tool(side_effects="acting", needs_approval=True, scopes={"messages:send"})
+    @tool(
+        description=SEND_MESSAGE["function"]["description"],
+        schema=SEND_MESSAGE["function"]["parameters"],
+        side_effects="acting",
+        needs_approval=True,
+        scopes={"messages:send"},
+    )
     def send_message(to: str, text: str) -> dict[str, Any]:
-        """Send a short message to a person.
-
-        Args:
-            to: The person's name.
-            text: The message.
-        """
         state.outbox.append(f"to {to}: {text}")
         return {"status": "sent", "to": to}
 

@@ -21,7 +21,7 @@ from switchyard.bundled.entities import HELDOUT_ENTITIES, TRAIN_ENTITIES, Entity
 from switchyard.bundled.example import Category, Check, CheckKind, Example
 from switchyard.bundled.sessions import GROUPED, MAX_GROUP_SIZE, member_rng, session
 from switchyard.bundled.tasks import GENERATORS, GroundedForms, TaskContext
-from switchyard.bundled.tools import ToolWorld
+from switchyard.bundled.tools import READING_TOOLS, TOOLS, ToolWorld
 
 __all__ = [
     "DEFAULT_WEIGHTS",
@@ -77,6 +77,13 @@ class CorpusConfig:
     """Conversations per group for the categories that share a prompt (`sessions.GROUPED`); 1 makes every
     conversation on its own. The shares of `weights` stay shares of conversations either way."""
     grounded_forms: GroundedForms = field(default_factory=GroundedForms)
+    message_tool: bool = True
+    """Whether `send_message` is among the offered tools (the agent demo's acting tool). Corpora before it
+    (runs up to 27) offered only the reading tools; False reproduces them exactly."""
+
+    @property
+    def tool_names(self) -> tuple[str, ...]:
+        return tuple(TOOLS) if self.message_tool else READING_TOOLS
 
     def __post_init__(self) -> None:
         if self.size < 0:
@@ -90,10 +97,15 @@ class CorpusConfig:
             )
 
 
-def heldout_config(size: int = 400, seed: int = 0) -> CorpusConfig:
-    """The held-out corpus for a training seed: another seed and the held-out entity lists."""
+def heldout_config(size: int = 400, seed: int = 0, message_tool: bool = True) -> CorpusConfig:
+    """The held-out corpus for a training seed: another seed and the held-out entity lists (and the tools the
+    model was trained with)."""
     return CorpusConfig(
-        seed=seed + HELDOUT_SEED_OFFSET, size=size, entities=HELDOUT_ENTITIES, weights=dict(HELDOUT_WEIGHTS)
+        seed=seed + HELDOUT_SEED_OFFSET,
+        size=size,
+        entities=HELDOUT_ENTITIES,
+        weights=dict(HELDOUT_WEIGHTS),
+        message_tool=message_tool,
     )
 
 
@@ -110,14 +122,14 @@ def iter_corpus(config: CorpusConfig) -> Iterator[Example]:
     while made < config.size:
         rng = random.Random(f"switchyard-corpus:{config.seed}:{index}")
         category = rng.choices(categories, weights)[0]
-        ctx = TaskContext(rng, config.entities, world, config.grounded_forms)
+        ctx = TaskContext(rng, config.entities, world, config.grounded_forms, config.tool_names)
         if category not in grouped:
             yield GENERATORS[category](ctx)
             made += 1
         else:
             count = min(config.group_size, config.size - made)
-            members = [TaskContext(member_rng(config.seed, index, m), config.entities, world, config.grounded_forms)
-                       for m in range(count)]  # fmt: skip
+            members = [TaskContext(member_rng(config.seed, index, m), config.entities, world, config.grounded_forms,
+                                   config.tool_names) for m in range(count)]  # fmt: skip
             yield from session(category, ctx, members, config.weights, group=index)
             made += count
         index += 1

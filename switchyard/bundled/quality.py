@@ -441,10 +441,12 @@ def run_gate(
     progress: bool = True,
     backend: str = "switchyard",
     max_failures: int = 50,
+    message_tool: bool = True,
 ) -> QualityReport:
     """Held-out corpus -> main model (Switchyard's engine, or transformers) -> report, plus the draft's
-    agreement."""
-    examples = generate_corpus(heldout_config(size=num_examples, seed=seed))
+    agreement. `message_tool` False grades a model trained without `send_message` (runs up to 27) on the
+    corpus it was trained for."""
+    examples = generate_corpus(heldout_config(size=num_examples, seed=seed, message_tool=message_tool))
     generator: EngineGenerator | HFGenerator
     if backend == "switchyard":
         generator = EngineGenerator(resolve_model(model), max_new_tokens=max_new_tokens)
@@ -483,6 +485,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-new-tokens", type=int, default=192, help="generation limit per reply")
     parser.add_argument("--json", type=Path, help="also write the full report (with failures) to this file")
     parser.add_argument(
+        "--no-message-tool",
+        action="store_true",
+        help="offer no send_message tool, for a model trained without it (train-default --no-message-tool)",
+    )
+    parser.add_argument(
         "--max-failures",
         type=int,
         default=50,
@@ -514,6 +521,7 @@ def main(argv: list[str] | None = None) -> int:
         progress=not args.no_progress,
         backend=args.backend,
         max_failures=args.max_failures,
+        message_tool=not args.no_message_tool,
     )
     print(report.format_table())
     if args.json:

@@ -51,7 +51,7 @@ def tool_session(
     """One system prompt and tool list (drawn from ctx), one conversation per member context; each member's
     category is drawn by `weights` over the tool family. A member drawn to make parallel calls the tools
     cannot support gets tools of its own and stands alone (no group), so the shares stay the weights'."""
-    names = ctx.rng.sample(list(TOOLS), ctx.rng.randint(1, len(TOOLS)))
+    names = ctx.rng.sample(list(ctx.tool_names), ctx.rng.randint(1, len(ctx.tool_names)))
     setting = ToolSetting(system=system_prompt(ctx, tools=True), tools=[TOOLS[name] for name in names])
     categories = [c for c in TOOL_FAMILY if weights.get(c, 0) > 0]
     examples = []

@@ -68,6 +68,8 @@ class TaskContext:
     entities: EntityLists
     world: ToolWorld
     grounded_forms: GroundedForms = field(default_factory=GroundedForms)
+    tool_names: tuple[str, ...] = tuple(TOOLS)
+    """The tools this corpus offers (a subset of `tools.TOOLS`, in its order)."""
 
     def pick(self, items: tuple[str, ...] | list[str]) -> str:
         return self.rng.choice(items)
@@ -122,10 +124,10 @@ class Conversation:
         self.messages.append({"role": "assistant", "content": "", "tool_calls": tool_calls})
         return ids
 
-    def tool(self, call_id: str, name: str, result: dict[str, Any]) -> None:
-        self.messages.append(
-            {"role": "tool", "tool_call_id": call_id, "name": name, "content": dumps_result(result)}
-        )
+    def tool(self, call_id: str, name: str, result: dict[str, Any] | str) -> None:
+        """A tool result: a result object as JSON, or a text as the agent runtime words its own answers."""
+        content = result if isinstance(result, str) else dumps_result(result)
+        self.messages.append({"role": "tool", "tool_call_id": call_id, "name": name, "content": content})
 
     def _check(self, checks: tuple[dict[str, Any], ...]) -> None:
         turn = len(self.messages)
@@ -191,7 +193,7 @@ def system_prompt(ctx: TaskContext, tools: bool = False) -> str | None:
 
 def offered_tools(ctx: TaskContext, needed: list[str], exclude: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """The needed tools plus a random handful of others, shuffled, so the model must read the list."""
-    others = [name for name in TOOLS if name not in needed and name not in exclude]
+    others = [name for name in ctx.tool_names if name not in needed and name not in exclude]
     ctx.rng.shuffle(others)
     extra = ctx.rng.randint(1 if not needed else 0, len(others))
     names = list(needed) + others[:extra]
@@ -518,12 +520,47 @@ def search_request(ctx: TaskContext) -> tuple[str, dict[str, Any]]:
     return text, {"query": topic}
 
 
+_MESSAGES = (
+    "the report is ready",
+    "I'll be late",
+    "I'm running ten minutes late",
+    "the meeting moved to 3pm",
+    "lunch is at noon",
+    "the {product} arrived",
+    "I'm in {city} until Friday",
+    "please call me back",
+    "the files are on the shared drive",
+    "happy birthday",
+    "thanks for your help today",
+    "the {topic} form is approved",
+)
+
+
+def message_request(ctx: TaskContext) -> tuple[str, dict[str, Any]]:
+    """A request to message someone; the call copies the person and the message from it."""
+    person = ctx.person() if ctx.chance(0.6) else ctx.pick(ctx.entities.first_names)
+    message = ctx.pick(_MESSAGES).format(product=ctx.pick(ctx.entities.products),
+                                        city=ctx.pick(ctx.entities.cities), topic=ctx.pick(ctx.entities.topics))  # fmt: skip
+    text = ctx.pick(
+        (
+            f"Send a message to {person} saying {message}.",
+            f"Message {person}: {message}.",
+            f"Tell {person} that {message}.",
+            f"Can you text {person} that {message}?",
+            f"Let {person} know {message}.",
+            f"Send {person} a message: {message}.",
+        )
+    )
+    return text, {"to": person, "text": message}
+
+
 _REQUESTS: dict[str, Callable[[TaskContext], tuple[str, dict[str, Any]]]] = {
     "calculator": calculator_request,
     "convert_units": conversion_request,
     "get_weather": weather_request,
     "get_current_time": time_request,
     "search_documents": search_request,
+    "send_message": message_request,
 }
 
 
@@ -535,6 +572,12 @@ def answer_from_result(
     ctx: TaskContext, name: str, arguments: dict[str, Any], result: dict[str, Any]
 ) -> tuple[str, str | None]:
     """The assistant's reply after reading a tool result, and the value the grader expects in it."""
+    if name == "send_message":
+        to = arguments.get("to", "them")
+        if "error" in result:
+            return ctx.pick((f"I did not send the message to {to}: {result['error']}",
+                             f"The message to {to} was not sent: {result['error']}")), None  # fmt: skip
+        return ctx.pick((f"Done, I sent your message to {to}.", f"Message sent to {to}.")), to
     if "error" in result:
         target = arguments.get("city") or arguments.get("expression") or name
         return ctx.pick((f"Sorry, I couldn't get that: {result['error']}.",
@@ -588,6 +631,13 @@ def _tool_exchange(ctx: TaskContext, conv: Conversation, name: str) -> None:
     conv.user(noisy(ctx, text, lowercase_all=False))
     expected_call = {"name": name, "arguments": arguments}
     (call_id,) = conv.call([(name, arguments)], {"kind": CheckKind.TOOL_CALL, "tool_calls": (expected_call,)})
+    if name == "send_message" and ctx.chance(0.15):
+        # A person declined the call: the agent runtime's words for it (`agents.tool_execution`).
+        reason = ctx.pick(("not now", "wrong person", "I changed my mind", "no reason given"))
+        conv.tool(call_id, name, f"The user rejected this call: {reason}. It was not run.")
+        conv.assistant(ctx.pick((f"OK, I did not send the message to {arguments['to']}.",
+                                 f"Understood, the message to {arguments['to']} was not sent.")))  # fmt: skip
+        return
     result = run_tool(ctx.world, name, arguments, ctx.rng)
     conv.tool(call_id, name, result)
     reply, expected = answer_from_result(ctx, name, arguments, result)
@@ -609,6 +659,7 @@ def tool_call(ctx: TaskContext, setting: ToolSetting | None = None) -> Example:
         "get_current_time",
         "search_documents",
     )
+    weights += tuple(name for name in ("send_message",) if name in ctx.tool_names)
     if setting is None:
         name = ctx.pick(weights)
         tools = offered_tools(ctx, [name])
@@ -703,15 +754,21 @@ _UNSUPPORTED_REQUESTS = (
         "I don't have a translation tool, so I can't do that reliably.",
     ),
 )
+_MESSAGE_REQUESTS = frozenset(
+    request for request, _ in _UNSUPPORTED_REQUESTS if request.startswith("Send an email")
+)
+"""Unsupported only while no `send_message` is offered: with it, a message is what the request asks for."""
 _TOOL_FOR_REQUEST = {
     "get_weather": weather_request,
     "get_current_time": time_request,
     "calculator": calculator_request,
+    "send_message": message_request,
 }
 _MISSING_TOOL_REPLIES = {
     "get_weather": "I don't have a weather tool available, so I can't check the weather right now.",
     "get_current_time": "I can't look up the current time; none of my tools provides it.",
     "calculator": "I don't have a calculator tool here, so I won't guess the exact result.",
+    "send_message": "I can't send messages; none of my tools does that.",
 }
 
 
@@ -721,7 +778,8 @@ def no_tool(ctx: TaskContext, setting: ToolSetting | None = None) -> Example:
     conv = Conversation(system_prompt(ctx, tools=True) if setting is None else setting.system)
     roll = ctx.rng.random()
     check = {"kind": CheckKind.NO_TOOL}
-    absent = [name for name in _TOOL_FOR_REQUEST if setting is None or name not in setting.names]
+    absent = [name for name in _TOOL_FOR_REQUEST
+              if name in ctx.tool_names and (setting is None or name not in setting.names)]  # fmt: skip
     if roll < 0.3 and absent:
         missing = ctx.pick(absent)
         tools = offered_tools(ctx, [], exclude=(missing,)) if setting is None else setting.tools
@@ -730,7 +788,10 @@ def no_tool(ctx: TaskContext, setting: ToolSetting | None = None) -> Example:
         conv.assistant(_MISSING_TOOL_REPLIES[missing], check)
     elif roll < 0.55:
         tools = offered_tools(ctx, []) if setting is None else setting.tools
-        request, reply = ctx.pick(_UNSUPPORTED_REQUESTS)
+        unsupported = _UNSUPPORTED_REQUESTS
+        if any(tool["function"]["name"] == "send_message" for tool in tools):
+            unsupported = tuple(pair for pair in unsupported if pair[0] not in _MESSAGE_REQUESTS)
+        request, reply = ctx.pick(unsupported)
         conv.user(noisy(ctx, request.format(city=ctx.pick(ctx.entities.cities), person=ctx.person(),
                                             product=ctx.pick(ctx.entities.products))))  # fmt: skip
         conv.assistant(reply, check)

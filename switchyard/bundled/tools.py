@@ -2,8 +2,9 @@
 
 The corpus needs real tool results to show the model how to read them, and the results must be reproducible
 from a seed, so every tool here runs offline over a small `ToolWorld` (a weather table, a clock, a document
-store) built from an entity list. Schemas are kept short on purpose: they sit in every tool-use prompt, and on
-two CPU cores each prompt token costs training time while teaching nothing.
+store) built from an entity list; `send_message` only reports the message sent, as the agent demo's does.
+Schemas are kept short on purpose: they sit in every tool-use prompt, and on two CPU cores each prompt token
+costs training time while teaching nothing.
 """
 
 from __future__ import annotations
@@ -81,10 +82,20 @@ SEARCH_DOCUMENTS = _function(
     ["query"],
 )
 
+SEND_MESSAGE = _function(
+    "send_message",
+    "Send a short message to a person.",
+    {"to": {"type": "string"}, "text": {"type": "string"}},
+    ["to", "text"],
+)
+
 TOOLS: dict[str, dict[str, Any]] = {
     spec["function"]["name"]: spec
-    for spec in (CALCULATOR, CONVERT_UNITS, GET_WEATHER, GET_CURRENT_TIME, SEARCH_DOCUMENTS)
+    for spec in (CALCULATOR, CONVERT_UNITS, GET_WEATHER, GET_CURRENT_TIME, SEARCH_DOCUMENTS, SEND_MESSAGE)
 }
+"""Every tool a corpus can offer, in the order corpora draw them from."""
+READING_TOOLS: tuple[str, ...] = tuple(name for name in TOOLS if name != "send_message")
+"""The tools of corpora before `send_message` (runs up to 27): `--tools` with these reproduces them exactly."""
 
 
 class ToolError(ValueError):
@@ -256,6 +267,11 @@ def run_tool(world: ToolWorld, name: str, arguments: dict[str, Any], rng: random
             if doc is None:
                 return {"results": []}
             return {"results": [{"title": doc.title, "text": doc.text}]}
+        if name == "send_message":
+            to, text = str(arguments["to"]).strip(), str(arguments["text"]).strip()
+            if not to or not text:
+                raise ToolError("a message needs a recipient and a text")
+            return {"status": "sent", "to": to}
     except KeyError as exc:
         return {"error": f"missing argument {exc.args[0]}"}
     except (ToolError, ValueError) as exc:

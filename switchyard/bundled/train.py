@@ -565,6 +565,8 @@ def reproduce_command(recipe: DefaultRecipe, seed: int, minutes: float) -> str:
         command += " --drill-copy-starts" if recipe.drill_copy_starts else " --no-drill-copy-starts"
     if recipe.pointer_weight != default.pointer_weight:
         command += f" --pointer-weight {recipe.pointer_weight:g}"
+    if not recipe.message_tool:
+        command += " --no-message-tool"
     if recipe.grounded_forms != default.grounded_forms:
         forms = recipe.grounded_forms
         command += (
@@ -686,6 +688,9 @@ class DefaultRecipe:
     """Relative shares of the categories, by example count (`corpus.DEFAULT_WEIGHTS`)."""
     grounded_forms: GroundedForms = field(default_factory=GroundedForms)
     """How answerable grounded questions are answered (`tasks.GroundedForms`)."""
+    message_tool: bool = True
+    """Offer `send_message` among the tools (the agent demo's acting tool, which it asks approval for); runs up
+    to 27 had only the reading tools, and False reproduces their corpora exactly."""
     group_size: int = 4
     """Tool and grounded conversations come in groups of this many sharing their prompt (`sessions`), packed
     with the shared part once (`data.pack_examples`): 1.37-1.43x the conversations per second of lone ones
@@ -774,6 +779,7 @@ def prepare_data(
             weights=dict(recipe.corpus_weights),
             group_size=recipe.group_size,
             grounded_forms=recipe.grounded_forms,
+            message_tool=recipe.message_tool,
         )
     )
     tokenizer_dir = checkpoint_dir / "tokenizer"
@@ -1005,6 +1011,11 @@ def build_parser() -> argparse.ArgumentParser:
         "(the rest cite first; default: recipe)",
     )
     parser.add_argument(
+        "--no-message-tool",
+        action="store_true",
+        help="offer only the reading tools, without send_message (the corpora of runs up to 27)",
+    )
+    parser.add_argument(
         "--entity-count",
         type=int,
         default=None,
@@ -1070,6 +1081,8 @@ def main(argv: list[str] | None = None) -> int:
         recipe = replace(recipe, corpus_weights={**recipe.corpus_weights, **args.mix})
     if args.grounded_forms is not None:
         recipe = replace(recipe, grounded_forms=args.grounded_forms)
+    if args.no_message_tool:
+        recipe = replace(recipe, message_tool=False)
     if args.entity_count is not None:
         if args.entity_count < 1:
             parser.error(f"--entity-count must be >= 1, got {args.entity_count}")

@@ -1,7 +1,7 @@
 """`switchyard agent demo`: its CLI wiring on a tiny random model, and its tasks on the bundled model.
 
-The bundled-model tests check what the model was trained for (calculator, unit conversion, weather) and skip
-while `switchyard train-default` has not built the model.
+The bundled-model tests check what the model was trained for (calculator, unit conversion, weather, a message
+sent or declined with approval) and skip while `switchyard train-default` has not built the model.
 """
 
 from __future__ import annotations
@@ -78,3 +78,25 @@ def test_bundled_model_solves_the_demo_tasks(bundled_server: RunningServer, whic
     called = [c["function"]["name"] for m in result.messages for c in m.get("tool_calls") or []]
     assert called[:1] == [tool_name]
     assert answer in str(result.final_output)
+
+
+@needs_bundled
+@pytest.mark.parametrize("approve", [True, False])
+def test_bundled_model_asks_to_send_a_message_and_reports_the_decision(
+    bundled_server: RunningServer, approve: bool
+) -> None:
+    world = DemoWorld()
+    agent = demo_agent(OpenAIModelClient(client=bundled_server.async_client()), MODEL, world)
+    runner = Runner(limits=RunLimits(max_turns=4))
+    paused = runner.run_sync(agent, "Send a message to Maria saying the report is ready.")
+    assert paused.status is RunStatus.NEEDS_APPROVAL, paused.messages
+    (item,) = paused.pending_approvals
+    assert item.tool == "send_message" and item.arguments == {"to": "Maria", "text": "the report is ready"}
+    if approve:
+        paused.state.approve(item.call_id)
+    else:
+        paused.state.reject(item.call_id, "not now")
+    done = runner.resume_sync(paused.state)
+    assert done.status is RunStatus.COMPLETED, done.messages
+    assert world.outbox == (["to Maria: the report is ready"] if approve else [])
+    assert "Maria" in str(done.final_output)

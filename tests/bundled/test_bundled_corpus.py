@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import re
@@ -8,6 +9,7 @@ from dataclasses import fields
 
 import pytest
 
+from switchyard.agents import Agent, Runner, tool
 from switchyard.bundled.corpus import CorpusConfig, generate_corpus, heldout_config, load_jsonl, save_jsonl
 from switchyard.bundled.entities import HELDOUT_ENTITIES, TRAIN_ENTITIES, EntityLists
 from switchyard.bundled.example import Category, CheckKind, Example
@@ -24,6 +26,8 @@ from switchyard.bundled.tasks import (
     rewrite_request,
 )
 from switchyard.bundled.tools import TOOLS, ToolWorld, evaluate_expression, run_tool
+from tests.agents.scripted_model import ScriptedModel, say
+from tests.agents.scripted_model import call as scripted_call
 
 
 def _dump(examples: list[Example]) -> list[str]:
@@ -170,6 +174,7 @@ def test_weather_lookup_ignores_case_and_reports_unknown_city() -> None:
         "get_weather",
         "get_current_time",
         "search_documents",
+        "send_message",
     }
 
 
@@ -301,3 +306,87 @@ def test_attribute_replies_open_like_not_found_and_end_like_the_cited_passage() 
             lines = prompt_text(example.messages[: check.turn]).splitlines()
             assert any(line.endswith(f" {check.answer} [{check.citation}].") for line in lines), reply
     assert cited > 20 and declined > 5
+
+
+def test_corpora_without_the_message_tool_are_those_of_runs_up_to_27() -> None:
+    """`--no-message-tool` reproduces the older corpora byte for byte (hash of the code before the tool)."""
+    digest = hashlib.sha256()
+    for example in generate_corpus(CorpusConfig(seed=0, size=400, group_size=4, message_tool=False)):
+        digest.update(example.to_json().encode())
+        digest.update(b"\n")
+    assert digest.hexdigest() == "0747f4d5da8093eb5eebbafa8da855f638e121b80e190cfe370f12455c2c6dfe"
+    assert "send_message" not in json.dumps(
+        [e.to_json() for e in generate_corpus(heldout_config(300, message_tool=False))]
+    )
+
+
+def test_message_requests_are_called_copied_and_declined_as_the_runtime_words_it() -> None:
+    examples = generate_corpus(CorpusConfig(seed=0, size=3000, group_size=4))
+    world = ToolWorld.build(TRAIN_ENTITIES, 0)
+    sent = rejected = refused = 0
+    for example in examples:
+        offered = {t["function"]["name"] for t in example.tools or []}
+        for i, message in enumerate(example.messages):
+            for call in _tool_calls(message):
+                if call["name"] != "send_message":
+                    continue
+                request = example.messages[i - 1]["content"]
+                arguments = call["arguments"]
+                assert arguments["to"] in request and arguments["text"] in request
+                result = example.messages[i + 1]["content"]
+                if result.startswith("The user rejected this call: "):
+                    rejected += 1
+                    assert re.fullmatch(r"The user rejected this call: [^.]+\. It was not run\.", result)
+                    assert (
+                        "not sent" in example.messages[i + 2]["content"]
+                        or "did not send" in example.messages[i + 2]["content"]
+                    )
+                else:
+                    sent += 1
+                    assert json.loads(result) == run_tool(world, "send_message", arguments, None)
+                    assert arguments["to"] in example.messages[i + 2]["content"]
+        # An email request is refused only where no message tool is offered.
+        for message in example.messages:
+            if message["role"] == "user" and "send an email" in message["content"].lower():
+                assert "send_message" not in offered
+                refused += 1
+    assert sent > 40 and rejected > 3 and refused > 0
+    assert_checks_match_the_text(examples)
+
+
+def test_the_corpus_words_a_rejection_as_the_agent_runtime_does() -> None:
+    outbox: list[str] = []
+
+    @tool(side_effects="acting", needs_approval=True)
+    def send_message(to: str, text: str) -> str:
+        """Send a message."""
+        outbox.append(text)
+        return "sent"
+
+    agent = Agent(
+        name="mailer",
+        tools=[send_message],
+        client=ScriptedModel([scripted_call("send_message", {"to": "Ana", "text": "hi"}), say("ok")]),
+    )
+    runner = Runner()
+    paused = runner.run_sync(agent, "message Ana")
+    paused.state.reject(paused.pending_approvals[0].call_id, "not now")
+    done = runner.resume_sync(paused.state)
+    runtime_text = next(m["content"] for m in done.messages if m["role"] == "tool")
+    corpus_texts = {
+        m["content"]
+        for e in generate_corpus(CorpusConfig(seed=0, size=3000, group_size=4))
+        for m in e.messages
+        if m["role"] == "tool" and "rejected this call: not now" in m["content"]
+    }
+    assert corpus_texts == {runtime_text} and outbox == []
+
+
+def test_a_message_needs_a_recipient_and_a_text() -> None:
+    world = ToolWorld.build(TRAIN_ENTITIES, 0)
+    assert run_tool(world, "send_message", {"to": "Ana", "text": "hi"}, None) == {
+        "status": "sent",
+        "to": "Ana",
+    }
+    assert "recipient" in run_tool(world, "send_message", {"to": " ", "text": "hi"}, None)["error"]
+    assert "missing argument" in run_tool(world, "send_message", {"to": "Ana"}, None)["error"]

@@ -65,7 +65,9 @@ def test_prepare_data_adds_drills_unless_turned_off(tmp_path: Path) -> None:
     assert recipe.vocab_drill_min_count == 0, "off in the recipe"
     _, with_drills = prepare_data(replace(recipe, vocab_drill_min_count=24), 0, tmp_path / "a", resume=False)
     _, without = prepare_data(recipe, 0, tmp_path / "b", resume=False)
-    assert without.num_examples == recipe.corpus_size
+    assert (
+        without.num_examples + without.num_dropped == recipe.corpus_size
+    )  # the tiny rows leave a long one out
     assert with_drills.num_examples > without.num_examples
 
 
