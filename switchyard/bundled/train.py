@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import json
 import math
 import os
 import random
 import shutil
+import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -767,6 +769,34 @@ def with_row_len(recipe: DefaultRecipe, row_len: int) -> DefaultRecipe:
                    draft=replace(recipe.draft, batch_rows=rows))  # fmt: skip
 
 
+ROWS_FINGERPRINT_FILE = "rows.sha256"
+
+
+class ResumeMismatchError(ValueError):
+    """A resume whose training rows differ from those its checkpoints were trained on."""
+
+
+def rows_fingerprint(rows: PackedRows) -> str:
+    digest = hashlib.sha256()
+    for tensor in (rows.input_ids, rows.labels):
+        digest.update(tensor.contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
+def check_rows_fingerprint(checkpoint_dir: Path, rows: PackedRows, resume: bool) -> None:
+    """A resumed run must train on the rows it started with: data order is a function of (seed, step), so other
+    rows (a flag left out, or a default changed since, such as `--no-message-tool` for runs up to 27) would go on
+    silently with another corpus. ResumeMismatchError in that case; a fresh start records the fingerprint."""
+    path = checkpoint_dir / ROWS_FINGERPRINT_FILE
+    fingerprint = rows_fingerprint(rows)
+    if resume and path.is_file() and path.read_text().strip() != fingerprint:
+        raise ResumeMismatchError(
+            f"the training rows differ from those the checkpoints in {checkpoint_dir} were trained on: resume "
+            "with the flags the run started with (a default may have changed since; see the model card's command)"
+        )
+    path.write_text(fingerprint + "\n")
+
+
 def prepare_data(
     recipe: DefaultRecipe, seed: int, checkpoint_dir: Path, resume: bool
 ) -> tuple[Tokenizer, PackedRows]:
@@ -854,6 +884,7 @@ def train_default(
     output_dir, checkpoint_dir = Path(output_dir), Path(checkpoint_dir)
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
     tokenizer, rows = prepare_data(recipe, seed, checkpoint_dir, resume)
+    check_rows_fingerprint(checkpoint_dir, rows, resume)
     if progress:
         tqdm.write(
             f"corpus: {recipe.corpus_size} examples -> {rows.num_rows} rows of {recipe.row_len} tokens "
@@ -1106,8 +1137,12 @@ def main(argv: list[str] | None = None) -> int:
             recipe = with_row_len(recipe, args.row_len)
         except ValueError as error:
             parser.error(str(error))
-    results = train_default(args.output, args.checkpoint_dir, args.minutes, args.seed, args.resume, recipe,
-                            progress=not args.no_progress)  # fmt: skip
+    try:
+        results = train_default(args.output, args.checkpoint_dir, args.minutes, args.seed, args.resume, recipe,
+                                progress=not args.no_progress)  # fmt: skip
+    except ResumeMismatchError as error:
+        print(f"switchyard train-default: error: {error}", file=sys.stderr)
+        return 2
     for name, result in results.items():
         print(
             f"{name}: {result.steps} steps, {result.tokens_seen:,} tokens, final loss {result.final_loss:.4f}, "

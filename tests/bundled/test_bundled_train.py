@@ -303,3 +303,17 @@ def test_group_and_row_length_options_keep_the_tokens_per_step_and_reproduce(cap
         with pytest.raises(SystemExit):
             main(["--minutes", "0.01", "--output", "/nonexistent/x", *bad])
         assert "error" in capsys.readouterr().err
+
+
+def test_a_resume_on_other_rows_is_refused(tmp_path: Path) -> None:
+    """Resuming with a flag left out (here the message tool) would go on with another corpus: refused."""
+    from switchyard.bundled.train import check_rows_fingerprint, prepare_data
+
+    recipe = replace(tiny_recipe(), corpus_size=60)
+    _, rows = prepare_data(recipe, 0, tmp_path, resume=False)
+    check_rows_fingerprint(tmp_path, rows, resume=False)
+    _, same = prepare_data(recipe, 0, tmp_path, resume=True)
+    check_rows_fingerprint(tmp_path, same, resume=True)
+    _, other = prepare_data(replace(recipe, message_tool=False), 0, tmp_path, resume=True)
+    with pytest.raises(ValueError, match="resume with the flags the run started with"):
+        check_rows_fingerprint(tmp_path, other, resume=True)
