@@ -6,6 +6,7 @@ import dataclasses
 import json
 import random
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -254,14 +255,25 @@ def assert_matches_law(counts: dict[tuple[int, ...], int], joint: dict[tuple[int
     assert p_value > 1e-3, (statistic, len(expected))
 
 
-SAMPLED = [
-    SamplingParams(temperature=1.0, max_tokens=K, ignore_eos=True),
-    SamplingParams(temperature=0.7, top_p=0.8, max_tokens=K, ignore_eos=True),
-]
+T1 = SamplingParams(temperature=1.0, max_tokens=K, ignore_eos=True)
+T07_TOP_P = SamplingParams(temperature=0.7, top_p=0.8, max_tokens=K, ignore_eos=True)
 
 
-@pytest.mark.parametrize("method", ["ngram", "draft"])
-@pytest.mark.parametrize("params", SAMPLED, ids=["t1", "t0.7-top_p0.8"])
+def sampled_cases(methods: list[str], default_run: set[tuple[str, str]]) -> list[Any]:
+    """Every (params, method) pair; those outside `default_run` are marked slow. Each case samples 16k
+    requests (30-65 s here), so the default run keeps a set that holds every method and every sampling
+    transform once, and `-m slow` runs the rest of the grid."""
+    cases = []
+    for params, params_id in ((T1, "t1"), (T07_TOP_P, "t0.7-top_p0.8")):
+        for method in methods:
+            marks = () if (params_id, method) in default_run else (pytest.mark.slow,)
+            cases.append(pytest.param(params, method, id=f"{params_id}-{method}", marks=marks))
+    return cases
+
+
+@pytest.mark.parametrize(
+    ("params", "method"), sampled_cases(["ngram", "draft"], {("t1", "ngram"), ("t0.7-top_p0.8", "draft")})
+)
 def test_speculative_sampling_is_lossless(
     peaky_model: tuple[Path, list[int]], peaky_draft: Path, params: SamplingParams, method: str
 ) -> None:
@@ -310,8 +322,13 @@ def lettered_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path,
     return folders[0], folders[1], prompt
 
 
-@pytest.mark.parametrize("proposer", ["ngram", "draft", "unmasked draft"])
-@pytest.mark.parametrize("params", SAMPLED, ids=["t1", "t0.7-top_p0.8"])
+@pytest.mark.parametrize(
+    ("params", "proposer"),
+    sampled_cases(
+        ["ngram", "draft", "unmasked draft"],
+        {("t1", "ngram"), ("t0.7-top_p0.8", "draft"), ("t1", "unmasked draft")},
+    ),
+)
 def test_speculative_sampling_under_a_grammar_is_lossless(
     lettered_pair: tuple[Path, Path, list[int]], params: SamplingParams, proposer: str
 ) -> None:
