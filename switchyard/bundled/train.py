@@ -24,6 +24,7 @@ import random
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -362,9 +363,11 @@ def train_model(
     progress: bool = True,
     guard: CircuitGuard | None = None,
     pointer: PointerSupervision | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> TrainResult:
     """Train `model` in place on `rows`; checkpoints to `checkpoint_dir/state.pt` when given. `guard`'s
-    entries stay at their wired values throughout; `pointer` adds its copy-start attention loss."""
+    entries stay at their wired values throughout; `pointer` adds its copy-start attention loss. The time
+    budget reads `clock` (seconds), so tests can set each step's pace."""
     if rows.num_shared_tokens and not config.packed_attention:
         raise ValueError("rows with shared-prefix groups train only with packed_attention=True")
     optimizer = make_optimizer(model, config)
@@ -398,7 +401,7 @@ def train_model(
                 "step": step,
                 "tokens_seen": tokens_seen,
                 "loss_tokens_seen": loss_tokens_seen,
-                "elapsed_s": elapsed_before + (time.monotonic() - started),
+                "elapsed_s": elapsed_before + (clock() - started),
                 "replanned": replanned,
                 "losses": losses[-200:],
                 "pointer_losses": pointer_losses[-200:],
@@ -413,7 +416,7 @@ def train_model(
     attention = model.config._attn_implementation
     if config.packed_attention:
         model.set_attn_implementation(PACKED_SDPA)
-    started = time.monotonic()
+    started = clock()
     start_step = step
     # Pace is measured over the steps since (window_start, window_step): the first window, after the slow
     # first steps of a process, calibrates the plan; later ones re-check it.
@@ -447,7 +450,7 @@ def train_model(
             tokens_seen += int(rows.row_tokens[index].sum())
             loss_tokens_seen += int((labels != IGNORE_INDEX).sum())
             losses.append(float(lm_loss.detach()))
-            elapsed = time.monotonic() - started
+            elapsed = clock() - started
             bar.update(1)
             postfix = {"loss": f"{sum(losses[-20:]) / len(losses[-20:]):.3f}"}
             if pointer_losses:
@@ -498,7 +501,7 @@ def train_model(
         tokens_seen=tokens_seen,
         loss_tokens_seen=loss_tokens_seen,
         final_loss=sum(recent) / len(recent) if recent else float("nan"),
-        wall_time_s=elapsed_before + (time.monotonic() - started),
+        wall_time_s=elapsed_before + (clock() - started),
         stopped_by_budget=stopped_by_budget,
         recent_losses=recent,
         final_pointer_loss=sum(pointer_losses[-20:]) / len(pointer_losses[-20:]) if pointer_losses else None,

@@ -3,7 +3,7 @@ from __future__ import annotations
 import json
 import math
 import re
-import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -182,19 +182,29 @@ def test_cli_help_and_arguments(capsys) -> None:
     assert args.minutes == 3 and args.seed == 7 and args.resume
 
 
+class StepClock:
+    """Simulated seconds for the time budget: each forward pass advances them by `pace(call number)`, so a test
+    sets the pace of every step whatever else the machine is doing."""
+
+    def __init__(self, pace: Callable[[int], float]) -> None:
+        self.pace = pace
+        self.now = 0.0
+        self.calls = 0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def hook(self, module: torch.nn.Module, args: object) -> None:
+        self.calls += 1
+        self.now += self.pace(self.calls)
+
+
 def test_budget_replans_again_when_steps_slow_down(rows) -> None:
     """Steps that turn much slower mid-run shorten the plan again, so the cosine ends near the budget
     instead of being cut off part way down."""
     model = build_model(TINY_SHAPE, 1280, 2, 0, seed=0)
-    calls = 0
-
-    def slow_after_a_while(module: torch.nn.Module, args: object) -> None:
-        nonlocal calls
-        calls += 1
-        if calls > 15:
-            time.sleep(0.3)
-
-    model.model.register_forward_pre_hook(slow_after_a_while)
+    clock = StepClock(lambda call: 0.04 if call <= 15 else 0.34)
+    model.model.register_forward_pre_hook(clock.hook)
     config = TrainConfig(
         max_steps=100_000,
         batch_rows=1,
@@ -203,7 +213,7 @@ def test_budget_replans_again_when_steps_slow_down(rows) -> None:
         replan_every=4,
         time_budget_s=4.0,
     )
-    result = train_model(model, rows, config, progress=False)
+    result = train_model(model, rows, config, progress=False, clock=clock)
     # The first plan, at the fast pace, holds 80+ steps; at 0.3 s more per step the budget holds about 25.
     assert result.planned_steps < 40
     assert result.steps >= 0.9 * result.planned_steps
@@ -213,15 +223,8 @@ def test_budget_plans_steps_back_when_a_slowdown_passes(rows, capsys) -> None:
     """A slow stretch shortens the plan; once steps are fast again the plan grows back, so the budget is spent
     training instead of ending early (and never past max_steps)."""
     model = build_model(TINY_SHAPE, 1280, 2, 0, seed=0)
-    calls = 0
-
-    def slow_for_a_while(module: torch.nn.Module, args: object) -> None:
-        nonlocal calls
-        calls += 1
-        if 6 <= calls <= 9:
-            time.sleep(0.5)
-
-    model.model.register_forward_pre_hook(slow_for_a_while)
+    clock = StepClock(lambda call: 0.5 if 6 <= call <= 9 else 0.08)
+    model.model.register_forward_pre_hook(clock.hook)
     config = TrainConfig(
         max_steps=100_000,
         batch_rows=1,
@@ -230,7 +233,7 @@ def test_budget_plans_steps_back_when_a_slowdown_passes(rows, capsys) -> None:
         replan_every=4,
         time_budget_s=6.0,
     )
-    result = train_model(model, rows, config, progress=False)
+    result = train_model(model, rows, config, progress=False, clock=clock)
     plans = [int(n) for n in re.findall(r"planning (\d+) steps", capsys.readouterr().out)]
     shrunk = min(plans)
     assert plans.index(shrunk) > 0, plans  # calibration first, then the slow window shortened it
