@@ -95,7 +95,7 @@ TOOLS: dict[str, dict[str, Any]] = {
 }
 """Every tool a corpus can offer, in the order corpora draw them from."""
 READING_TOOLS: tuple[str, ...] = tuple(name for name in TOOLS if name != "send_message")
-"""The tools of corpora before `send_message` (runs up to 27): `--tools` with these reproduces them exactly."""
+"""The tools of corpora before `send_message` (runs up to 27), which `--no-message-tool` reproduces exactly."""
 
 
 class ToolError(ValueError):

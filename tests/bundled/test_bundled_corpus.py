@@ -320,8 +320,16 @@ def test_corpora_without_the_message_tool_are_those_of_runs_up_to_27() -> None:
     )
 
 
-def test_message_requests_are_called_copied_and_declined_as_the_runtime_words_it() -> None:
-    examples = generate_corpus(CorpusConfig(seed=0, size=3000, group_size=4))
+@pytest.fixture(scope="module")
+def grouped_corpus() -> list[Example]:
+    """Enough grouped conversations for ~100 message calls, ~15 of them declined."""
+    return generate_corpus(CorpusConfig(seed=0, size=3000, group_size=4))
+
+
+def test_message_requests_are_called_copied_and_declined_as_the_runtime_words_it(
+    grouped_corpus: list[Example],
+) -> None:
+    examples = grouped_corpus
     world = ToolWorld.build(TRAIN_ENTITIES, 0)
     sent = rejected = refused = 0
     for example in examples:
@@ -354,7 +362,7 @@ def test_message_requests_are_called_copied_and_declined_as_the_runtime_words_it
     assert_checks_match_the_text(examples)
 
 
-def test_the_corpus_words_a_rejection_as_the_agent_runtime_does() -> None:
+def test_the_corpus_words_a_rejection_as_the_agent_runtime_does(grouped_corpus: list[Example]) -> None:
     outbox: list[str] = []
 
     @tool(side_effects="acting", needs_approval=True)
@@ -375,7 +383,7 @@ def test_the_corpus_words_a_rejection_as_the_agent_runtime_does() -> None:
     runtime_text = next(m["content"] for m in done.messages if m["role"] == "tool")
     corpus_texts = {
         m["content"]
-        for e in generate_corpus(CorpusConfig(seed=0, size=3000, group_size=4))
+        for e in grouped_corpus
         for m in e.messages
         if m["role"] == "tool" and "rejected this call: not now" in m["content"]
     }
