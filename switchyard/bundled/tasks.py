@@ -659,7 +659,8 @@ def tool_call(ctx: TaskContext, setting: ToolSetting | None = None) -> Example:
         "get_current_time",
         "search_documents",
     )
-    weights += tuple(name for name in ("send_message",) if name in ctx.tool_names)
+    if "send_message" in ctx.tool_names:
+        weights += ("send_message",)
     if setting is None:
         name = ctx.pick(weights)
         tools = offered_tools(ctx, [name])

@@ -161,7 +161,8 @@ PROTECTED_PATHS = ("/v1", "/tokenize", "/detokenize")
 
 def route_path(scope: Scope) -> str:
     """The path the routes match: uvicorn puts `--root-path` in front of the request's path, and the router
-    takes it off again, so a check on the raw path would miss every protected route behind a root path."""
+    takes it off again, so a check on the raw path would miss every protected route behind a root path. (The
+    same rule as Starlette's router, whose helper is private.)"""
     path: str = scope["path"]
     root_path: str = scope.get("root_path", "")
     if root_path and path.startswith(root_path) and path[len(root_path) : len(root_path) + 1] in ("", "/"):
