@@ -47,7 +47,7 @@ from switchyard.engine.sequence import (
     TokenLogprob,
     now,
 )
-from switchyard.engine.spec_decode import SpecDecodeConfig, SpecDecoder
+from switchyard.engine.spec_decode import PendingVerification, SpecDecodeConfig, SpecDecoder
 from switchyard.engine.spec_governor import SpeculationGovernor
 from switchyard.engine.structured import (
     CompiledGrammar,
@@ -775,26 +775,48 @@ class LLMEngine:
         return frozenset(verifying)
 
     def _verify_drafts(self, result: ForwardResult) -> list[Request]:
-        """Accept or reject each sequence's drafts, emit the verified tokens, roll the rest back."""
+        """Accept or reject each sequence's drafts, emit the verified tokens, roll the rest back.
+
+        The grammar masks are per sequence; the verdicts come from one batched `SpecDecoder.verify`. If that
+        batch fails, each sequence is verified alone, so only the one that cannot be verified fails."""
         spec = self.spec_decoder
         assert spec is not None
         touched: list[Request] = []
+        pending: list[PendingVerification] = []
         stamp = now()
+        running = {seq.seq_id: seq for seq in self.scheduler.running}
         for seq_id, logits in result.verify_logits.items():
-            seq = next(s for s in self.scheduler.running if s.seq_id == seq_id)
+            seq = running[seq_id]
             num_drafts = seq.num_draft_tokens
             drafts = seq.token_ids[-num_drafts:]
             del seq.token_ids[-num_drafts:]
             seq.num_draft_tokens = 0
             request = seq.request
             touched.append(request)
+            if request.timing.first_token is None:
+                request.timing.first_token = stamp
             proposal = self._proposals.pop(seq_id, None)
             try:
                 if seq.grammar is not None and self._structured is not None:
                     masks = None if proposal is None else proposal.masks
                     self._mask_verified_positions(seq.grammar, drafts, logits, masks)
                 probs = None if proposal is None else proposal.probs
-                emitted, accepted = spec.verify(seq, drafts, logits, probs)
+                pending.append(PendingVerification(seq, drafts, logits, probs))
+            except Exception as exc:  # one request's verification failing must not stop the others
+                self._fail_verification(request, exc)
+        try:
+            verdicts = list(zip(pending, spec.verify(pending), strict=True))
+        except Exception:
+            logger.exception("batched verification failed; verifying each sequence alone")
+            verdicts = []
+            for item in pending:
+                try:
+                    verdicts.append((item, spec.verify([item])[0]))
+                except Exception as exc:
+                    self._fail_verification(item.seq.request, exc)
+        for item, (emitted, accepted) in verdicts:
+            seq = item.seq
+            try:
                 # KV is valid up to the last accepted draft; the bonus token is computed next step.
                 seq.num_computed_tokens = seq.num_tokens + accepted
                 for token in emitted:
@@ -804,12 +826,13 @@ class LLMEngine:
                 if not seq.is_finished:
                     self.block_manager.trim(seq, seq.num_tokens)
                     self.block_manager.cache_full_blocks(seq)
-            except Exception as exc:  # one request's verification failing must not stop the others
-                logger.exception("verification failed for request %s", request.request_id)
-                self._fail(request, f"internal error while verifying speculative tokens: {exc}")
-            if request.timing.first_token is None:
-                request.timing.first_token = stamp
+            except Exception as exc:
+                self._fail_verification(seq.request, exc)
         return touched
+
+    def _fail_verification(self, request: Request, exc: Exception) -> None:
+        logger.exception("verification failed for request %s", request.request_id, exc_info=exc)
+        self._fail(request, f"internal error while verifying speculative tokens: {exc}")
 
     def _mask_verified_positions(
         self,

@@ -9,13 +9,14 @@ Flow inside `LLMEngine.step()` (see engine.py):
    continuous batching, the token budget and preemption need no special case. Drafts of a sequence that was
    not scheduled in full (preempted, paused) are removed again before anything is computed.
 2. The runner returns the target's logits at all 1 + k positions of such a sequence.
-3. `verify` accepts drafts left to right: greedy rows accept while the draft equals the token plain decoding
-   would pick (the target's argmax after logit_bias, min_tokens and penalties);
-   random rows accept draft x with probability min(1, p(x) / q(x)) and, on the first rejection, resample from
-   the normalised residual max(0, p - q); when all k are accepted a bonus token is sampled from the last
-   position. p is the target's distribution after the request's sampling transforms, q the proposer's (a point
-   mass for n-gram proposals, so acceptance is p(x) and the residual is p without x). The output therefore has
-   exactly the target's distribution (tested with a chi-square test on a tiny vocabulary).
+3. `verify` accepts drafts left to right, all sequences' verified rows in one sampling batch: greedy rows
+   accept while the draft equals the token plain decoding would pick (the target's argmax after logit_bias,
+   min_tokens and penalties); random rows accept draft x with probability min(1, p(x) / q(x)) and, on the
+   first rejection, resample from the normalised residual max(0, p - q); when all k are accepted a bonus token
+   is sampled from the last position. p is the target's distribution after the request's sampling transforms,
+   q the proposer's (a point mass for n-gram proposals, so acceptance is p(x) and the residual is p without x).
+   The output therefore has exactly the target's distribution (tested with a chi-square test on a tiny
+   vocabulary).
 4. Rejected positions are rolled back: the tokens are dropped, the computed-token count moves back to the last
    accepted position (their KV slots are simply overwritten later) and blocks past the sequence's end return to
    the free list.
@@ -38,6 +39,7 @@ from typing import Protocol
 import torch
 
 from switchyard.engine.draft_proposer import DraftModelProposer, DraftProposal
+from switchyard.engine.row_argmax import row_argmax
 from switchyard.engine.sampler import Sampler, SamplingBatch, SamplingRow, greedy_argmax
 from switchyard.engine.sequence import Sequence
 from switchyard.engine.structured import StructuredOutputManager
@@ -132,6 +134,18 @@ class SpecDecodeStats:
         return self.emitted / self.steps if self.steps else 0.0
 
 
+@dataclass
+class PendingVerification:
+    """One sequence's drafts waiting for the verdict of the target's logits at their positions."""
+
+    seq: Sequence
+    drafts: list[int]
+    logits: torch.Tensor
+    """[len(drafts) + 1, vocab]: the target's logits after each draft and after the last (the bonus row)."""
+    draft_probs: torch.Tensor | None = None
+    """[len(drafts), vocab]: the proposer's distributions; None for point masses (n-gram, greedy drafts)."""
+
+
 class SpecDecoder:
     def __init__(
         self, config: SpecDecodeConfig, sampler: Sampler, draft: DraftModelProposer | None = None
@@ -201,36 +215,52 @@ class SpecDecoder:
                 out[seq.seq_id] = proposal.truncated(len(drafts))
         return out
 
-    def verify(
-        self, seq: Sequence, drafts: list[int], logits: torch.Tensor, draft_probs: torch.Tensor | None = None
-    ) -> tuple[list[int], int]:
-        """The tokens to emit after verifying `drafts` against target `logits` ([len(drafts) + 1, vocab]),
-        and how many drafts were accepted. `draft_probs` are the proposer's distributions (None: point masses).
-        `seq.token_ids` must not contain the drafts any more."""
-        params = seq.request.params
-        k = len(drafts)
-        if params.greedy:
+    def verify(self, pending: Seq[PendingVerification]) -> list[tuple[list[int], int]]:
+        """The tokens to emit after verifying each sequence's drafts, and how many drafts were accepted.
+
+        Every verified row of every sequence goes through one sampling batch, so the sampling transforms
+        (penalties, temperature, top-p...) run once per step rather than once per sequence; only the
+        accept/reject walk and its random draws are per sequence, in order, from each sequence's generator.
+        Each sequence's `token_ids` must not contain its drafts any more."""
+        if not pending:
+            return []
+        rows = [row for item in pending for row in self._sampling_rows(item.seq, item.drafts)]
+        logits = torch.cat([item.logits for item in pending])
+        batch = SamplingBatch.build(rows, vocab_size=logits.shape[-1], device=logits.device)
+        if batch.all_greedy:
             # What plain decoding would pick at each position: logit_bias, min_tokens and penalties included.
-            targets = greedy_argmax(logits, self._sampling_batch(seq, drafts, logits)).tolist()
-            accepted = 0
-            while accepted < k and drafts[accepted] == targets[accepted]:
-                accepted += 1
-            emitted = [*drafts[:accepted], targets[accepted]]
+            targets = greedy_argmax(logits, batch).tolist()
+            probs = None
         else:
-            emitted, accepted = self._verify_sampled(seq, drafts, logits, draft_probs)
-        self.stats.steps += 1
-        self.stats.proposed += k
-        self.stats.accepted += accepted
-        self.stats.emitted += len(emitted)
-        self.stats.by_accepted[accepted] = self.stats.by_accepted.get(accepted, 0) + 1
-        return emitted, accepted
+            probs = self.sampler.probabilities(logits.float(), batch)
+            targets = row_argmax(probs).tolist()  # greedy rows are one-hot at plain decoding's pick
+        results = []
+        start = 0
+        for item in pending:
+            k = len(item.drafts)
+            if item.seq.request.params.greedy:
+                accepted = 0
+                while accepted < k and item.drafts[accepted] == targets[start + accepted]:
+                    accepted += 1
+                emitted = [*item.drafts[:accepted], targets[start + accepted]]
+            else:
+                assert probs is not None
+                emitted, accepted = self._accept_sampled(item, probs[start : start + k + 1])
+            start += k + 1
+            self.stats.steps += 1
+            self.stats.proposed += k
+            self.stats.accepted += accepted
+            self.stats.emitted += len(emitted)
+            self.stats.by_accepted[accepted] = self.stats.by_accepted.get(accepted, 0) + 1
+            results.append((emitted, accepted))
+        return results
 
     @staticmethod
-    def _sampling_batch(seq: Sequence, drafts: list[int], logits: torch.Tensor) -> SamplingBatch:
+    def _sampling_rows(seq: Sequence, drafts: list[int]) -> list[SamplingRow]:
         """One sampling row per verified position: its output so far is seq's output plus the drafts before it."""
         request = seq.request
         outputs = seq.output_token_ids
-        rows = [
+        return [
             SamplingRow(
                 params=request.params,
                 prompt_token_ids=request.prompt_token_ids,
@@ -241,31 +271,31 @@ class SpecDecoder:
             )
             for i in range(len(drafts) + 1)
         ]
-        return SamplingBatch.build(rows, vocab_size=logits.shape[-1], device=logits.device)
 
-    def _verify_sampled(
-        self, seq: Sequence, drafts: list[int], logits: torch.Tensor, draft_probs: torch.Tensor | None
-    ) -> tuple[list[int], int]:
-        batch = self._sampling_batch(seq, drafts, logits)
-        probs = self.sampler.probabilities(logits.float(), batch)
-        generator = seq.generator if seq.generator is not None else self.sampler.generator
-        uniforms = torch.rand(len(drafts), generator=generator, device=probs.device).tolist()
+    def _accept_sampled(self, item: PendingVerification, probs: torch.Tensor) -> tuple[list[int], int]:
+        """Speculative sampling's walk over one sequence's drafts; `probs` are its verified rows' p."""
+        drafts = item.drafts
+        k = len(drafts)
+        generator = item.seq.generator if item.seq.generator is not None else self.sampler.generator
+        uniforms = torch.rand(k, generator=generator, device=probs.device).tolist()
+        positions = torch.arange(k, device=probs.device)
+        draft_ids = torch.tensor(drafts, dtype=torch.long, device=probs.device)
+        p_drafts = probs[positions, draft_ids].tolist()
+        q = None if item.draft_probs is None else item.draft_probs[:k].to(probs.device, torch.float32)
+        # q is a point mass on the draft (n-gram) or the proposer's distribution: accept with min(1, p/q).
+        q_drafts = [1.0] * k if q is None else q[positions, draft_ids].tolist()
         for i, draft in enumerate(drafts):
-            p = probs[i]
-            if draft_probs is None:  # q is a point mass on the draft: accept with p(draft)
-                if uniforms[i] < float(p[draft]):
-                    continue
-                residual = p.clone()
+            if uniforms[i] * q_drafts[i] < p_drafts[i]:  # u < p/q without dividing by q
+                continue
+            if q is None:
+                residual = probs[i].clone()
                 residual[draft] = 0.0
             else:
-                q = draft_probs[i].to(p.device, torch.float32)
-                if uniforms[i] * float(q[draft]) < float(p[draft]):  # u < p/q without dividing by q
-                    continue
-                residual = (p - q).clamp_(min=0.0)
+                residual = (probs[i] - q[i]).clamp_(min=0.0)
             total = float(residual.sum())
             if total <= 0.0:  # p was a point mass on the draft: cannot happen after a rejection, but be safe
                 return drafts[: i + 1], i + 1
             token = int(torch.multinomial(residual / total, 1, generator=generator).item())
             return [*drafts[:i], token], i
-        bonus = int(torch.multinomial(probs[len(drafts)], 1, generator=generator).item())
-        return [*drafts, bonus], len(drafts)
+        bonus = int(torch.multinomial(probs[k], 1, generator=generator).item())
+        return [*drafts, bonus], k

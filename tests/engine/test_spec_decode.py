@@ -18,7 +18,7 @@ from switchyard.config import EngineConfig
 from switchyard.engine.engine import LLMEngine
 from switchyard.engine.sampler import Sampler, SamplingBatch, SamplingRow
 from switchyard.engine.sampling_params import SamplingParams
-from switchyard.engine.spec_decode import NgramProposer
+from switchyard.engine.spec_decode import NgramProposer, SpecDecoder
 from switchyard.llm import LLM
 
 
@@ -119,6 +119,68 @@ def test_requests_that_need_plain_decoding_fall_back(tiny_model_dir: Path) -> No
     llm.generate(prompt, SamplingParams(temperature=0, max_tokens=20, logprobs=2, ignore_eos=True))
     llm.generate(prompt, SamplingParams(temperature=1.0, n=3, max_tokens=20, ignore_eos=True))
     assert llm.engine.spec_decoder is not None and llm.engine.spec_decoder.stats.proposed == 0
+
+
+def test_batched_verification_leaves_each_request_its_own_outcome(tiny_model_dir: Path) -> None:
+    """All sequences' drafts are verified in one sampling batch: a seeded request with penalties draws the
+    same tokens alone and beside greedy and other sampled requests, and the greedy ones match plain decoding."""
+    seeded = SamplingParams(
+        temperature=0.8, top_p=0.9, presence_penalty=0.5, seed=7, max_tokens=40, ignore_eos=True
+    )
+    greedy = SamplingParams(temperature=0, max_tokens=40, ignore_eos=True, logit_bias={5: 2.0})
+    other = SamplingParams(temperature=1.0, top_k=20, max_tokens=40, ignore_eos=True)
+    prompts = mixed_prompts(3)
+
+    def spec_llm() -> LLM:
+        return LLM(
+            model=str(tiny_model_dir), dtype="float32", speculative_method="ngram", spec_max_batch_size=64
+        )
+
+    alone = spec_llm().generate([prompts[6]], seeded)[0].outputs[0].token_ids
+    plain = LLM(model=str(tiny_model_dir), dtype="float32")
+    expected_greedy = [o.outputs[0].token_ids for o in plain.generate(prompts[:6], greedy)]
+    llm = spec_llm()
+    batch = llm.generate(prompts, [greedy] * 6 + [seeded] + [other] * 2)
+    assert [o.outputs[0].token_ids for o in batch[:6]] == expected_greedy
+    assert batch[6].outputs[0].token_ids == alone
+    assert llm.engine.spec_decoder is not None and llm.engine.spec_decoder.stats.accepted > 0
+
+
+def test_a_request_whose_verification_fails_fails_alone(
+    tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fault in one sequence's verification fails the batched verdict; each sequence is then verified alone,
+    so that request gets an error and the others finish as plain decoding would."""
+    params = SamplingParams(temperature=0, max_tokens=30, ignore_eos=True)
+    prompts = mixed_prompts()
+    plain = LLM(model=str(tiny_model_dir), dtype="float32")
+    expected = [o.outputs[0].token_ids for o in plain.generate(prompts, params)]
+    faulty = len(prompts) - 1  # copy-heavy, so it speculates
+    original = SpecDecoder._sampling_rows
+
+    def rows(seq: Any, drafts: list[int]) -> list[SamplingRow]:
+        if seq.request.request_id == str(faulty):
+            raise RuntimeError("injected fault")
+        return original(seq, drafts)
+
+    monkeypatch.setattr(SpecDecoder, "_sampling_rows", staticmethod(rows))
+    engine = LLMEngine(
+        EngineConfig(
+            model=str(tiny_model_dir), dtype="float32", speculative_method="ngram", spec_max_batch_size=64
+        )
+    )
+    for i, prompt in enumerate(prompts):
+        engine.add_request(str(i), prompt, params)
+    finished = {}
+    while engine.has_unfinished_requests():
+        for output in engine.step():
+            if output.finished:
+                finished[int(output.request_id)] = output
+    assert "injected fault" in (finished[faulty].error or "")
+    for i, tokens in enumerate(expected):
+        if i != faulty:
+            assert finished[i].error is None and finished[i].outputs[0].token_ids == tokens
+    assert engine.block_manager.num_free_blocks == engine.block_manager.num_blocks
 
 
 VOCAB = 8
