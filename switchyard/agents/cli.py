@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from switchyard.agents.demo import DemoWorld, demo_agent, demo_tasks
+from switchyard.agents.demo import DEMO_CALLER, DemoWorld, demo_agent, demo_tasks
 from switchyard.agents.events import (
     ApprovalRequested,
     HandedOff,
@@ -22,7 +22,7 @@ from switchyard.agents.events import (
     ToolCalled,
     ToolResult,
 )
-from switchyard.agents.injection import Caller, InjectionPolicy
+from switchyard.agents.injection import InjectionPolicy
 from switchyard.agents.limits import RunLimits
 from switchyard.agents.model import OpenAIModelClient
 from switchyard.agents.result import RunResult
@@ -133,12 +133,11 @@ async def _run_tasks(args: argparse.Namespace, base_url: str, out: TextIO) -> in
         tracer=tracer,
     )
     agent = demo_agent(OpenAIModelClient(base_url=base_url), args.served_model or args.model, world)
-    caller = Caller("demo-user", frozenset({"messages:send"}))
     failures = 0
     for task in args.task or demo_tasks(world):
         print(f"\n> {task}", file=out, flush=True)
         started = time.monotonic()
-        stream = runner.run_streamed(agent, task, caller=caller)
+        stream = runner.run_streamed(agent, task, caller=DEMO_CALLER)
         while True:
             async for event in stream.events():
                 _print_event(event, out)

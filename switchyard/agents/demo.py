@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from switchyard.agents.agent import Agent, ModelSettings
+from switchyard.agents.injection import Caller
 from switchyard.agents.model import ModelClient
 from switchyard.agents.tool import FunctionTool, tool
 from switchyard.bundled.entities import TRAIN_ENTITIES
@@ -15,6 +16,9 @@ from switchyard.bundled.tools import CALCULATOR, CONVERT_UNITS, GET_WEATHER, SEN
 
 INSTRUCTIONS = "You are a helpful assistant with access to tools."
 """One of the system prompts the bundled model saw with tools in training."""
+
+DEMO_CALLER = Caller("demo-user", frozenset({"messages:send"}))
+"""The demo's user, allowed to send messages: a caller without that scope is not offered `send_message`."""
 
 
 @dataclass

@@ -13,7 +13,7 @@ import asyncio
 import dataclasses
 import json
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Coroutine, Sequence
 from typing import Any
 
 import pydantic
@@ -90,6 +90,7 @@ class Runner:
         self._agents: dict[str, Agent] = {}
         for agent in agents:
             self._register(agent)
+        self._sync_loop: asyncio.AbstractEventLoop | None = None
 
     # ------------------------------------------------------------------------------------------ public API
 
@@ -161,10 +162,34 @@ class Runner:
         return result
 
     def run_sync(self, agent: Agent, input: str, **kwargs: Any) -> RunResult:
-        return asyncio.run(self.run(agent, input, **kwargs))
+        return self._in_sync_loop(self.run(agent, input, **kwargs))
 
     def resume_sync(self, run: str | RunState, **kwargs: Any) -> RunResult:
-        return asyncio.run(self.resume(run, **kwargs))
+        return self._in_sync_loop(self.resume(run, **kwargs))
+
+    def close(self) -> None:
+        """Close the event loop the sync calls share (a later sync call opens a new one)."""
+        if self._sync_loop is not None:
+            self._sync_loop.run_until_complete(self._sync_loop.shutdown_asyncgens())
+            self._sync_loop.close()
+            self._sync_loop = None
+
+    def _in_sync_loop(self, work: Coroutine[Any, Any, RunResult]) -> RunResult:
+        """Run `work` on the one event loop this runner's sync calls share. An async HTTP client (the openai
+        client) keeps pooled connections bound to the loop that opened them, so a resume in a fresh loop, as
+        `asyncio.run` would give it, fails with "Event loop is closed"."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            work.close()
+            raise RuntimeError(
+                "the sync API cannot run inside an event loop; await Runner.run or Runner.resume"
+            )
+        if self._sync_loop is None:
+            self._sync_loop = asyncio.new_event_loop()
+        return self._sync_loop.run_until_complete(work)
 
     def run_streamed(self, agent: Agent, input: str, **kwargs: Any) -> RunStream:
         return RunStream(lambda emit: self.run(agent, input, emit=emit, **kwargs))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from scripted_model import ScriptedModel, call, calls, say
 
@@ -190,3 +192,16 @@ def test_a_paused_run_is_approved_later_from_its_checkpoint(tmp_path) -> None:  
     assert later.resume_sync(paused.run_id).completed and outbox == [
         "cy: x"
     ]  # resuming a finished run is a no-op
+
+
+def test_the_sync_api_inside_an_event_loop_is_a_clear_error() -> None:
+    agent = Agent(name="mailer", client=ScriptedModel([say("ok")]))
+    runner = Runner()
+
+    async def inside() -> None:
+        runner.run_sync(agent, "hi")
+
+    with pytest.raises(RuntimeError, match="inside an event loop"):
+        asyncio.run(inside())
+    assert runner.run_sync(agent, "hi").completed  # outside a loop the same runner still works
+    runner.close()

@@ -13,9 +13,9 @@ from model_factory import build_hf_model
 from server.harness import MODEL, RunningServer, start_server
 from tokenizer_factory import build_tokenizer
 
-from switchyard.agents import OpenAIModelClient, RunLimits, Runner, RunStatus
+from switchyard.agents import InjectionPolicy, OpenAIModelClient, RunLimits, Runner, RunStatus
 from switchyard.agents.cli import main
-from switchyard.agents.demo import DemoWorld, demo_agent
+from switchyard.agents.demo import DEMO_CALLER, DemoWorld, demo_agent
 from switchyard.bundled import BUNDLED_MODELS, MAIN_MODEL, is_built
 from switchyard.bundled.tools import format_number
 from switchyard.cli import main as switchyard_main
@@ -51,6 +51,12 @@ needs_bundled = pytest.mark.skipif(
 )
 
 
+def demo_runner() -> Runner:
+    """The runner as `switchyard agent demo` sets it up: no spotlighting, whose system notice and delimiters
+    the bundled model never saw in training (it was trained on raw tool JSON)."""
+    return Runner(limits=RunLimits(max_turns=4), policy=InjectionPolicy(spotlight=False))
+
+
 @pytest.fixture(scope="module")
 def bundled_server() -> Iterator[RunningServer]:
     running = start_server(BUNDLED, engine_overrides={"max_model_len": None, "kv_cache_memory": 64 << 20})
@@ -73,7 +79,7 @@ def test_bundled_model_solves_the_demo_tasks(bundled_server: RunningServer, whic
     task = ["What is 12 * 7?", "Convert 5 km to mi.", f"What's the weather in {world.a_city()}?"][which]
     tool_name, answer = _expected(world, task)
     agent = demo_agent(OpenAIModelClient(client=bundled_server.async_client()), MODEL, world)
-    result = Runner(limits=RunLimits(max_turns=4)).run_sync(agent, task)
+    result = demo_runner().run_sync(agent, task)
     assert result.status is RunStatus.COMPLETED, result.messages
     called = [c["function"]["name"] for m in result.messages for c in m.get("tool_calls") or []]
     assert called[:1] == [tool_name]
@@ -87,8 +93,8 @@ def test_bundled_model_asks_to_send_a_message_and_reports_the_decision(
 ) -> None:
     world = DemoWorld()
     agent = demo_agent(OpenAIModelClient(client=bundled_server.async_client()), MODEL, world)
-    runner = Runner(limits=RunLimits(max_turns=4))
-    paused = runner.run_sync(agent, "Send a message to Maria saying the report is ready.")
+    runner = demo_runner()
+    paused = runner.run_sync(agent, "Send a message to Maria saying the report is ready.", caller=DEMO_CALLER)
     assert paused.status is RunStatus.NEEDS_APPROVAL, paused.messages
     (item,) = paused.pending_approvals
     assert item.tool == "send_message" and item.arguments == {"to": "Maria", "text": "the report is ready"}
@@ -97,6 +103,17 @@ def test_bundled_model_asks_to_send_a_message_and_reports_the_decision(
     else:
         paused.state.reject(item.call_id, "not now")
     done = runner.resume_sync(paused.state)
-    assert done.status is RunStatus.COMPLETED, done.messages
+    assert done.status is RunStatus.COMPLETED, (done.status_detail, done.messages)
     assert world.outbox == (["to Maria: the report is ready"] if approve else [])
     assert "Maria" in str(done.final_output)
+
+
+@needs_bundled
+def test_bundled_model_says_it_cannot_send_without_the_scope(bundled_server: RunningServer) -> None:
+    """A caller without `messages:send` is not offered the tool, and the model says it has none for that (the
+    corpus trains this reply where no message tool is offered)."""
+    world = DemoWorld()
+    agent = demo_agent(OpenAIModelClient(client=bundled_server.async_client()), MODEL, world)
+    result = demo_runner().run_sync(agent, "Send a message to Maria saying the report is ready.")
+    assert result.status is RunStatus.COMPLETED and not result.pending_approvals
+    assert world.outbox == [] and "can't send messages" in str(result.final_output)

@@ -77,3 +77,39 @@ def test_streamed_run_through_a_real_server(server: RunningServer) -> None:
 
     events, result = asyncio.run(collect())
     assert result.completed and any(isinstance(e, ToolCalled) and e.tool == "shelf" for e in events)
+
+
+def test_an_approval_resumed_through_the_sync_api_keeps_the_client_working(server: RunningServer) -> None:
+    """run_sync pauses for approval, resume_sync goes on with the same agent and its async openai client: the
+    client's pooled connections belong to the event loop they were opened on, so both calls must share it."""
+    rung: list[int] = []
+
+    @tool(needs_approval=True)
+    def ring(row: int) -> str:
+        """Ring the bell of a shelf row.
+
+        Args:
+            row: Row number, 0 to 9.
+        """
+        rung.append(row)
+        return "rung"
+
+    settings = ModelSettings(
+        temperature=1.0, seed=3, max_tokens=40, tool_choice="required", tool_choice_after_tools="none",
+        parallel_tool_calls=False,
+    )  # fmt: skip
+    agent = Agent(
+        name="librarian", model=MODEL, tools=[ring], settings=settings,
+        client=OpenAIModelClient(client=server.async_client()),
+    )  # fmt: skip
+    runner = Runner()
+    paused = runner.run_sync(agent, "Ring row 3.")
+    assert paused.status is RunStatus.NEEDS_APPROVAL, (paused.status_detail, paused.messages)
+    (item,) = paused.pending_approvals
+    paused.state.approve(item.call_id)
+    done = runner.resume_sync(paused.state)
+    assert done.status is RunStatus.COMPLETED, done.status_detail
+    assert len(rung) == 1 and done.turns == 2
+    again = runner.run_sync(agent, "Ring row 4.")  # a third sync call on the same runner
+    assert again.status is RunStatus.NEEDS_APPROVAL, again.status_detail
+    runner.close()
