@@ -6,6 +6,7 @@ OpenAI-compatible endpoint, or a scripted model in tests.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -84,7 +85,12 @@ class ModelClient(Protocol):
 
 
 class OpenAIModelClient:
-    """A `ModelClient` over the official `openai` AsyncOpenAI client (Switchyard's server or any other)."""
+    """A `ModelClient` over the official `openai` AsyncOpenAI client (Switchyard's server or any other).
+
+    An async client's pooled connections belong to the event loop that opened them. A client this class built
+    itself (from `base_url`) is rebuilt when it is first used on another loop, so each `asyncio.run` (a
+    resume on another runner after an approval) gets working connections; a `client` passed in is used as is,
+    so keep its calls on one loop (one `Runner`'s sync calls share one)."""
 
     def __init__(
         self,
@@ -93,9 +99,20 @@ class OpenAIModelClient:
         timeout: float = 120.0,
         client: openai.AsyncOpenAI | None = None,
     ) -> None:
-        self.client = client or openai.AsyncOpenAI(
+        self._build = lambda: openai.AsyncOpenAI(
             base_url=base_url, api_key=api_key, timeout=timeout, max_retries=0
         )
+        self._owned = client is None
+        self.client = client or self._build()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _client_for_this_loop(self) -> openai.AsyncOpenAI:
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:
+            if self._loop is not None and self._owned:
+                self.client = self._build()
+            self._loop = loop
+        return self.client
 
     async def complete(self, request: ModelRequest, on_delta: DeltaCallback | None = None) -> ModelResponse:
         kwargs: dict[str, Any] = {"model": request.model, "messages": request.messages}
@@ -111,7 +128,7 @@ class OpenAIModelClient:
         if request.extra_body:
             kwargs["extra_body"] = request.extra_body
         if on_delta is None:
-            reply = await self.client.chat.completions.create(**kwargs)
+            reply = await self._client_for_this_loop().chat.completions.create(**kwargs)
             choice = reply.choices[0]
             calls = [
                 ToolCallRequest(c.id, c.function.name, c.function.arguments or "")
@@ -129,7 +146,7 @@ class OpenAIModelClient:
         return await self._stream(kwargs, on_delta)
 
     async def _stream(self, kwargs: dict[str, Any], on_delta: DeltaCallback) -> ModelResponse:
-        stream = await self.client.chat.completions.create(
+        stream = await self._client_for_this_loop().chat.completions.create(
             stream=True, stream_options={"include_usage": True}, **kwargs
         )
         content: list[str] = []

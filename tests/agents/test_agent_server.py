@@ -113,3 +113,31 @@ def test_an_approval_resumed_through_the_sync_api_keeps_the_client_working(serve
     again = runner.run_sync(agent, "Ring row 4.")  # a third sync call on the same runner
     assert again.status is RunStatus.NEEDS_APPROVAL, again.status_detail
     runner.close()
+
+
+def test_a_client_built_from_a_url_survives_a_resume_on_a_new_runner(server: RunningServer) -> None:
+    """A resume on another runner (another process, after a checkpoint) runs on another event loop; the client
+    built from `base_url` opens new connections on the new loop."""
+    approve_all = ModelSettings(
+        temperature=1.0, seed=3, max_tokens=40, tool_choice="required", tool_choice_after_tools="none",
+        parallel_tool_calls=False,
+    )  # fmt: skip
+
+    @tool(needs_approval=True)
+    def ring(row: int) -> str:
+        """Ring the bell of a shelf row.
+
+        Args:
+            row: Row number, 0 to 9.
+        """
+        return "rung"
+
+    agent = Agent(
+        name="librarian", model=MODEL, tools=[ring], settings=approve_all,
+        client=OpenAIModelClient(base_url=f"{server.base_url}/v1"),
+    )  # fmt: skip
+    paused = Runner().run_sync(agent, "Ring row 3.")
+    assert paused.status is RunStatus.NEEDS_APPROVAL, paused.status_detail
+    paused.state.approve(paused.pending_approvals[0].call_id)
+    done = Runner(agents=[agent]).resume_sync(paused.state)
+    assert done.status is RunStatus.COMPLETED, done.status_detail
