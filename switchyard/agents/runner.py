@@ -13,6 +13,7 @@ import asyncio
 import dataclasses
 import json
 import uuid
+import weakref
 from collections.abc import AsyncIterator, Coroutine, Sequence
 from typing import Any
 
@@ -91,6 +92,7 @@ class Runner:
         for agent in agents:
             self._register(agent)
         self._sync_loop: asyncio.AbstractEventLoop | None = None
+        self._close_sync_loop: weakref.finalize | None = None
 
     # ------------------------------------------------------------------------------------------ public API
 
@@ -168,11 +170,12 @@ class Runner:
         return self._in_sync_loop(self.resume(run, **kwargs))
 
     def close(self) -> None:
-        """Close the event loop the sync calls share (a later sync call opens a new one)."""
-        if self._sync_loop is not None:
+        """Close the event loop the sync calls share (a later sync call opens a new one); a runner that is
+        dropped without this closes it when it is collected."""
+        if self._sync_loop is not None and self._close_sync_loop is not None:
             self._sync_loop.run_until_complete(self._sync_loop.shutdown_asyncgens())
-            self._sync_loop.close()
-            self._sync_loop = None
+            self._close_sync_loop()
+            self._sync_loop = self._close_sync_loop = None
 
     def _in_sync_loop(self, work: Coroutine[Any, Any, RunResult]) -> RunResult:
         """Run `work` on the one event loop this runner's sync calls share. An async HTTP client (the openai
@@ -189,6 +192,7 @@ class Runner:
             )
         if self._sync_loop is None:
             self._sync_loop = asyncio.new_event_loop()
+            self._close_sync_loop = weakref.finalize(self, self._sync_loop.close)
         return self._sync_loop.run_until_complete(work)
 
     def run_streamed(self, agent: Agent, input: str, **kwargs: Any) -> RunStream:

@@ -79,10 +79,15 @@ def test_streamed_run_through_a_real_server(server: RunningServer) -> None:
     assert result.completed and any(isinstance(e, ToolCalled) and e.tool == "shelf" for e in events)
 
 
-def test_an_approval_resumed_through_the_sync_api_keeps_the_client_working(server: RunningServer) -> None:
-    """run_sync pauses for approval, resume_sync goes on with the same agent and its async openai client: the
-    client's pooled connections belong to the event loop they were opened on, so both calls must share it."""
-    rung: list[int] = []
+FORCED_CALL = ModelSettings(
+    temperature=1.0, seed=3, max_tokens=40, tool_choice="required", tool_choice_after_tools="none",
+    parallel_tool_calls=False,
+)  # fmt: skip
+"""One forced call, then an answer: with these settings the tiny model's call is schema-valid."""
+
+
+def bell_agent(client: OpenAIModelClient, rung: list[int]) -> Agent:
+    """An agent whose one tool needs approval, so a run pauses after its first turn."""
 
     @tool(needs_approval=True)
     def ring(row: int) -> str:
@@ -94,14 +99,14 @@ def test_an_approval_resumed_through_the_sync_api_keeps_the_client_working(serve
         rung.append(row)
         return "rung"
 
-    settings = ModelSettings(
-        temperature=1.0, seed=3, max_tokens=40, tool_choice="required", tool_choice_after_tools="none",
-        parallel_tool_calls=False,
-    )  # fmt: skip
-    agent = Agent(
-        name="librarian", model=MODEL, tools=[ring], settings=settings,
-        client=OpenAIModelClient(client=server.async_client()),
-    )  # fmt: skip
+    return Agent(name="librarian", model=MODEL, tools=[ring], settings=FORCED_CALL, client=client)
+
+
+def test_an_approval_resumed_through_the_sync_api_keeps_the_client_working(server: RunningServer) -> None:
+    """run_sync pauses for approval, resume_sync goes on with the same agent and its async openai client: the
+    client's pooled connections belong to the event loop they were opened on, so both calls must share it."""
+    rung: list[int] = []
+    agent = bell_agent(OpenAIModelClient(client=server.async_client()), rung)
     runner = Runner()
     paused = runner.run_sync(agent, "Ring row 3.")
     assert paused.status is RunStatus.NEEDS_APPROVAL, (paused.status_detail, paused.messages)
@@ -118,26 +123,11 @@ def test_an_approval_resumed_through_the_sync_api_keeps_the_client_working(serve
 def test_a_client_built_from_a_url_survives_a_resume_on_a_new_runner(server: RunningServer) -> None:
     """A resume on another runner (another process, after a checkpoint) runs on another event loop; the client
     built from `base_url` opens new connections on the new loop."""
-    approve_all = ModelSettings(
-        temperature=1.0, seed=3, max_tokens=40, tool_choice="required", tool_choice_after_tools="none",
-        parallel_tool_calls=False,
-    )  # fmt: skip
-
-    @tool(needs_approval=True)
-    def ring(row: int) -> str:
-        """Ring the bell of a shelf row.
-
-        Args:
-            row: Row number, 0 to 9.
-        """
-        return "rung"
-
-    agent = Agent(
-        name="librarian", model=MODEL, tools=[ring], settings=approve_all,
-        client=OpenAIModelClient(base_url=f"{server.base_url}/v1"),
-    )  # fmt: skip
+    rung: list[int] = []
+    agent = bell_agent(OpenAIModelClient(base_url=f"{server.base_url}/v1"), rung)
     paused = Runner().run_sync(agent, "Ring row 3.")
     assert paused.status is RunStatus.NEEDS_APPROVAL, paused.status_detail
     paused.state.approve(paused.pending_approvals[0].call_id)
     done = Runner(agents=[agent]).resume_sync(paused.state)
     assert done.status is RunStatus.COMPLETED, done.status_detail
+    assert len(rung) == 1
