@@ -172,10 +172,12 @@ class Runner:
     def close(self) -> None:
         """Close the event loop the sync calls share (a later sync call opens a new one); a runner that is
         dropped without this closes it when it is collected."""
-        if self._sync_loop is not None and self._close_sync_loop is not None:
-            self._sync_loop.run_until_complete(self._sync_loop.shutdown_asyncgens())
-            self._close_sync_loop()
-            self._sync_loop = self._close_sync_loop = None
+        if self._sync_loop is None:
+            return
+        self._sync_loop.run_until_complete(self._sync_loop.shutdown_asyncgens())
+        if self._close_sync_loop is not None:
+            self._close_sync_loop()  # closes the loop once; the finaliser then never runs again
+        self._sync_loop = self._close_sync_loop = None
 
     def _in_sync_loop(self, work: Coroutine[Any, Any, RunResult]) -> RunResult:
         """Run `work` on the one event loop this runner's sync calls share. An async HTTP client (the openai
