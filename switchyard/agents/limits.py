@@ -22,6 +22,9 @@ class RunStatus(StrEnum):
     LOOP_DETECTED = "loop_detected"
     TOOL_RETRIES_EXHAUSTED = "tool_retries_exhausted"
     GUARDRAIL_TRIPPED = "guardrail_tripped"
+    TRUNCATED = "truncated"
+    """The model's text reply hit a token limit before it finished (the agent's `max_tokens`, or the server's
+    context): a cut answer is not an answer, so the run ends with it in `partial_output`."""
     MODEL_ERROR = "model_error"
     """The endpoint failed (connection, HTTP error); resume once it is back."""
     RUNNING = "running"

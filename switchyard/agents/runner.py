@@ -324,7 +324,7 @@ class Runner:
         state.pending = [] if final is not None else calls
         bad = any(c.is_error for c in state.pending)
         state.bad_call_streak = state.bad_call_streak + 1 if bad else 0
-        if not response.tool_calls:
+        if not response.tool_calls and response.finish_reason != "length":
             final, problem = final_from_text(agent, response.content or "")
             if problem is not None:
                 state.bad_call_streak += 1
@@ -348,6 +348,8 @@ class Runner:
         answered: PendingCall | None,
     ) -> RunResult | None:
         state, limits = run.state, run.limits
+        if not response.tool_calls and response.finish_reason == "length":
+            return self._finish_cut_reply(run, agent)
         if final is not None:
             tripped = first_tripped(agent.output_guardrails, _as_text(final[0]))
             if answered is not None:  # the answer came as a call: every call of the turn gets its reply
@@ -373,6 +375,19 @@ class Runner:
                     )
         reached = self._over_budget(run)
         return None if reached is None else self._finish(run, *reached)
+
+    def _finish_cut_reply(self, run: ActiveRun, agent: Agent) -> RunResult:
+        """A text reply that stopped at a token limit: the run's own token budget when that is what ran out
+        (MAX_TOKENS), otherwise the agent's max_tokens or the server's context (TRUNCATED)."""
+        reached = self._over_budget(run)
+        if reached is not None:
+            status, detail = reached
+            return self._finish(run, status, f"{detail}; the last reply was cut short")
+        limit = agent.settings.max_tokens
+        where = "the server's limit" if limit is None else f"the agent's max_tokens={limit}"
+        return self._finish(
+            run, RunStatus.TRUNCATED, f"the reply was cut short at {where} (finish_reason 'length')"
+        )
 
     @staticmethod
     def _over_budget(run: ActiveRun) -> tuple[RunStatus, str] | None:

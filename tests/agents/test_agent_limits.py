@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
+import pydantic
 import pytest
 from scripted_model import ScriptedModel, call, calls, say
 
-from switchyard.agents import Agent, Price, PriceTable, RunLimits, Runner, RunStatus, tool
+from switchyard.agents import Agent, ModelSettings, Price, PriceTable, RunLimits, Runner, RunStatus, tool
 from switchyard.agents.model import ModelRequest, ModelResponse
 
 
@@ -68,6 +70,46 @@ def test_max_tokens_lowers_the_per_call_budget() -> None:
     model = ScriptedModel([say("ok")])
     Runner(limits=RunLimits(max_tokens=40)).run_sync(Agent(name="a", client=model), "hi")
     assert model.requests[0].max_tokens == 40
+
+
+def cut(text: str, input_tokens: int = 10, output_tokens: int = 5) -> ModelResponse:
+    return dataclasses.replace(say(text, input_tokens, output_tokens), finish_reason="length")
+
+
+def test_a_reply_cut_at_max_tokens_is_not_an_answer() -> None:
+    agent = Agent(
+        name="a",
+        client=ScriptedModel([cut("The capital of France is")]),
+        settings=ModelSettings(max_tokens=5),
+    )
+    result = Runner().run_sync(agent, "capital of France?")
+    assert result.status is RunStatus.TRUNCATED and not result.completed and result.final_output is None
+    assert result.partial_output == "The capital of France is"
+    assert "max_tokens=5" in result.status_detail and "length" in result.status_detail
+    assert [m["role"] for m in result.messages] == ["user", "assistant"]  # no retry prompt was added
+
+
+def test_a_structured_answer_cut_short_ends_the_run_instead_of_retrying() -> None:
+    class City(pydantic.BaseModel):
+        name: str
+
+    model = ScriptedModel([cut('{"name": "Par')], repeat_last=True)
+    result = Runner().run_sync(Agent(name="a", client=model, output_type=City), "a city")
+    assert result.status is RunStatus.TRUNCATED and len(model.requests) == 1
+    assert "the server's limit" in result.status_detail
+
+
+def test_a_reply_cut_by_the_run_budget_reports_the_budget() -> None:
+    model = ScriptedModel([cut("Counting: one, two", input_tokens=30, output_tokens=10)])
+    result = Runner(limits=RunLimits(max_tokens=40)).run_sync(Agent(name="a", client=model), "count")
+    assert result.status is RunStatus.MAX_TOKENS and result.partial_output == "Counting: one, two"
+    assert "cut short" in result.status_detail
+
+
+def test_a_reply_that_ends_on_the_budget_still_completes() -> None:
+    model = ScriptedModel([say("done", input_tokens=30, output_tokens=10)])
+    result = Runner(limits=RunLimits(max_tokens=40)).run_sync(Agent(name="a", client=model), "go")
+    assert result.status is RunStatus.COMPLETED and result.final_output == "done"
 
 
 def test_loop_detector_ends_repeated_identical_calls() -> None:
