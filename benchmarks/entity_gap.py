@@ -25,6 +25,7 @@ from switchyard.bundled.corpus import HELDOUT_SEED_OFFSET, CorpusConfig, generat
 from switchyard.bundled.entities import HELDOUT_ENTITIES, TRAINING_NAME_COUNT, EntityLists, training_entities
 from switchyard.bundled.example import Category
 from switchyard.bundled.quality import EngineGenerator, evaluate
+from switchyard.bundled.train import DefaultRecipe
 
 
 def _stem_and_suffix(company: str) -> tuple[str, str]:
@@ -73,10 +74,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--entity-count",
         type=int,
-        default=TRAINING_NAME_COUNT,
+        default=DefaultRecipe().entity_count,
         help="the run's --entity-count (training lists)",
     )
-    parser.add_argument("--real-entity-share", type=float, default=0.0, help="the run's --real-entity-share")
+    parser.add_argument(
+        "--real-entity-share",
+        type=float,
+        default=DefaultRecipe().real_entity_share,
+        help="the run's --real-entity-share",
+    )
     args = parser.parse_args(argv)
     try:
         categories = [Category(c.strip()) for c in args.categories.split(",") if c.strip()]

@@ -24,7 +24,7 @@ from typing import Any
 
 from switchyard.bundled.corpus import CorpusConfig, generate_corpus, heldout_config
 from switchyard.bundled.data import tokenize_examples
-from switchyard.bundled.entities import HELDOUT_ENTITIES, TRAINING_NAME_COUNT, training_entities
+from switchyard.bundled.entities import HELDOUT_ENTITIES, training_entities
 from switchyard.bundled.example import CheckKind, Example
 from switchyard.bundled.quality import METRICS
 from switchyard.bundled.tokenizer_training import load_tokenizer
@@ -97,10 +97,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--entity-count",
         type=int,
-        default=TRAINING_NAME_COUNT,
+        default=DefaultRecipe().entity_count,
         help="the run's --entity-count, so rarity is counted on its training lists",
     )
-    parser.add_argument("--real-entity-share", type=float, default=0.0, help="the run's --real-entity-share")  # fmt: skip
+    parser.add_argument("--real-entity-share", type=float, default=DefaultRecipe().real_entity_share, help="the run's --real-entity-share")  # fmt: skip
     parser.add_argument("--no-message-tool", action="store_true", help="the run's --no-message-tool")
     parser.add_argument("--json", type=Path, help="also write the breakdown here")
     args = parser.parse_args(argv)

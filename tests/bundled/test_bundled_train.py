@@ -279,8 +279,8 @@ def test_grounded_forms_option_parses_and_reproduces() -> None:
     command = reproduce_command(changed, 0, 90)
     assert command.endswith("--grounded-forms quote=0.1,value=0.15,attribute=0.6")
     assert build_parser().parse_args(command.split()[2:]).grounded_forms == changed.grounded_forms
-    assert build_parser().parse_args(["--grounded-forms", "value=0.2"]).grounded_forms == GroundedForms(
-        quote=0.7, value=0.2
+    assert build_parser().parse_args(["--grounded-forms", "value=0.1"]).grounded_forms == GroundedForms(
+        quote=0.85, value=0.1
     )
     for bad in ("quote=0.9,value=0.2", "quote=0.5,attribute=0.4", "cite=0.1", "quote=x", "value=-1"):
         with pytest.raises(SystemExit):

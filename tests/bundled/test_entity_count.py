@@ -29,8 +29,8 @@ def test_default_count_is_the_training_lists_and_more_stay_disjoint_from_held_ou
 
 def test_entity_count_option_reproduces_and_rejects_nonpositive() -> None:
     assert "--entity-count" not in reproduce_command(tiny_recipe(), 0, 90)
-    command = reproduce_command(replace(tiny_recipe(), entity_count=6000), 0, 90)
-    assert "--entity-count 6000" in command
-    assert build_parser().parse_args(command.split()[2:]).entity_count == 6000
+    command = reproduce_command(replace(tiny_recipe(), entity_count=3000), 0, 90)
+    assert "--entity-count 3000" in command
+    assert build_parser().parse_args(command.split()[2:]).entity_count == 3000
     with pytest.raises(SystemExit):
         main(["--entity-count", "0"])
