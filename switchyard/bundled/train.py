@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
+import importlib
 import json
 import math
 import os
@@ -1156,6 +1157,14 @@ def main(argv: list[str] | None = None) -> int:
             recipe = with_row_len(recipe, args.row_len)
         except ValueError as error:
             parser.error(str(error))
+    if recipe.real_entity_share > 0:
+        try:
+            importlib.import_module("faker")
+        except ImportError:
+            parser.error(
+                f"the recipe mixes real-world names into the corpus (--real-entity-share {recipe.real_entity_share:g}),"
+                " which needs Faker: pip install 'switchyard[train]' (or pass --real-entity-share 0)"
+            )
     try:
         results = train_default(args.output, args.checkpoint_dir, args.minutes, args.seed, args.resume, recipe,
                                 progress=not args.no_progress)  # fmt: skip

@@ -3,6 +3,7 @@ training lists, never sharing a word with the held-out lists, and recorded so a 
 
 from __future__ import annotations
 
+import sys
 from dataclasses import fields, replace
 
 import pytest
@@ -63,3 +64,12 @@ def test_the_option_is_recorded_and_checked() -> None:
     assert build_parser().parse_args(command.split()[2:]).real_entity_share == 0.25
     with pytest.raises(SystemExit):
         main(["--real-entity-share", "1.5"])
+
+
+def test_a_missing_faker_is_a_clear_error_before_any_work(monkeypatch, capsys, tmp_path) -> None:
+    monkeypatch.setitem(sys.modules, "faker", None)  # import faker now raises ImportError
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--output", str(tmp_path / "out"), "--checkpoint-dir", str(tmp_path / "ckpt")])
+    assert exit_info.value.code == 2
+    assert "pip install 'switchyard[train]'" in capsys.readouterr().err
+    assert not (tmp_path / "ckpt").exists()
