@@ -26,7 +26,7 @@ from switchyard.bundled.corpus import CorpusConfig, generate_corpus, heldout_con
 from switchyard.bundled.data import tokenize_examples
 from switchyard.bundled.entities import HELDOUT_ENTITIES, training_entities
 from switchyard.bundled.example import CheckKind, Example
-from switchyard.bundled.quality import METRICS
+from switchyard.bundled.quality import GATE_EXAMPLES, METRICS
 from switchyard.bundled.tokenizer_training import load_tokenizer
 from switchyard.bundled.train import DefaultRecipe
 from switchyard.bundled.vocab_drill import reply_counts
@@ -90,7 +90,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--report", type=Path, required=True, help="eval-default --json report")
     parser.add_argument("--model", type=Path, required=True, help="the graded model's folder (its tokenizer)")
-    parser.add_argument("--examples", type=int, default=1200, help="held-out conversations the gate ran")
+    parser.add_argument(
+        "--examples", type=int, default=GATE_EXAMPLES, help="held-out conversations the gate ran"
+    )
     parser.add_argument("--seed", type=int, default=0, help="the gate's --seed (also the training corpus')")
     parser.add_argument("--train-examples", type=int, default=20_000)
     parser.add_argument("--rare", type=int, default=2, help="reply-token count below which a piece is rare")
