@@ -348,8 +348,6 @@ class Runner:
         answered: PendingCall | None,
     ) -> RunResult | None:
         state, limits = run.state, run.limits
-        if not response.tool_calls and response.finish_reason == "length":
-            return self._finish_cut_reply(run, agent)
         if final is not None:
             tripped = first_tripped(agent.output_guardrails, _as_text(final[0]))
             if answered is not None:  # the answer came as a call: every call of the turn gets its reply
@@ -358,6 +356,8 @@ class Runner:
                 return self._finish(run, RunStatus.GUARDRAIL_TRIPPED, f"output guardrail: {tripped.message}")
             state.final_output = final[0]
             return self._finish(run, RunStatus.COMPLETED, "")
+        if response.finish_reason == "length" and (not calls or any(c.is_error for c in calls)):
+            return self._finish_cut_reply(run, agent)  # a cut call is not retried: it would be cut again
         if state.bad_call_streak > limits.max_tool_retries:
             return self._finish(
                 run,
@@ -377,7 +377,7 @@ class Runner:
         return None if reached is None else self._finish(run, *reached)
 
     def _finish_cut_reply(self, run: ActiveRun, agent: Agent) -> RunResult:
-        """A text reply that stopped at a token limit: the run's own token budget when that is what ran out
+        """A reply (text, or a call left invalid) that stopped at a token limit: the run's own token budget when that is what ran out
         (MAX_TOKENS), otherwise the agent's max_tokens or the server's context (TRUNCATED)."""
         reached = self._over_budget(run)
         if reached is not None:

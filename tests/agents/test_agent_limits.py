@@ -99,6 +99,23 @@ def test_a_structured_answer_cut_short_ends_the_run_instead_of_retrying() -> Non
     assert "the server's limit" in result.status_detail
 
 
+def test_a_call_cut_at_max_tokens_is_neither_run_nor_retried() -> None:
+    cut_call = dataclasses.replace(call("add", '{"a": 2, "b'), finish_reason="length")
+    model = ScriptedModel([cut_call], repeat_last=True)
+    result = Runner().run_sync(
+        Agent(name="a", tools=[add], client=model, settings=ModelSettings(max_tokens=8)), "2+3"
+    )
+    assert result.status is RunStatus.TRUNCATED and len(model.requests) == 1
+    assert not any(m["role"] == "tool" for m in result.messages)
+
+
+def test_whole_calls_before_the_cut_still_run() -> None:
+    whole = dataclasses.replace(call("add", {"a": 2, "b": 3}), finish_reason="length")
+    result = Runner().run_sync(agent_with(whole, say("5")), "2+3")
+    assert result.status is RunStatus.COMPLETED and result.final_output == "5"
+    assert "\n5\n" in next(m["content"] for m in result.messages if m["role"] == "tool")
+
+
 def test_a_reply_cut_by_the_run_budget_reports_the_budget() -> None:
     model = ScriptedModel([cut("Counting: one, two", input_tokens=30, output_tokens=10)])
     result = Runner(limits=RunLimits(max_tokens=40)).run_sync(Agent(name="a", client=model), "count")
