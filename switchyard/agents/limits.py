@@ -23,8 +23,9 @@ class RunStatus(StrEnum):
     TOOL_RETRIES_EXHAUSTED = "tool_retries_exhausted"
     GUARDRAIL_TRIPPED = "guardrail_tripped"
     TRUNCATED = "truncated"
-    """The model's text reply hit a token limit before it finished (the agent's `max_tokens`, or the server's
-    context): a cut answer is not an answer, so the run ends with it in `partial_output`."""
+    """The model's reply hit a token limit before it finished (the agent's `max_tokens`, or the server's
+    context), as text or as a call the cut left invalid: neither is an answer, nor worth a retry that would be
+    cut again, so the run ends with the text in `partial_output`."""
     MODEL_ERROR = "model_error"
     """The endpoint failed (connection, HTTP error); resume once it is back."""
     RUNNING = "running"

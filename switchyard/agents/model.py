@@ -60,6 +60,11 @@ class ModelResponse:
     reasoning: str | None = None
     """A reasoning model's thinking, where the endpoint returns it apart (`reasoning_content` or `reasoning`)."""
 
+    @property
+    def cut_short(self) -> bool:
+        """The reply stopped at a token limit (max_tokens or the server's context), not where the model ended it."""
+        return self.finish_reason == "length"
+
 
 DeltaCallback = Callable[[str], None]
 

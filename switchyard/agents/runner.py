@@ -324,7 +324,7 @@ class Runner:
         state.pending = [] if final is not None else calls
         bad = any(c.is_error for c in state.pending)
         state.bad_call_streak = state.bad_call_streak + 1 if bad else 0
-        if not response.tool_calls and response.finish_reason != "length":
+        if not response.tool_calls and not response.cut_short:
             final, problem = final_from_text(agent, response.content or "")
             if problem is not None:
                 state.bad_call_streak += 1
@@ -356,7 +356,7 @@ class Runner:
                 return self._finish(run, RunStatus.GUARDRAIL_TRIPPED, f"output guardrail: {tripped.message}")
             state.final_output = final[0]
             return self._finish(run, RunStatus.COMPLETED, "")
-        if response.finish_reason == "length" and (not calls or any(c.is_error for c in calls)):
+        if response.cut_short and (not calls or any(c.is_error for c in calls)):
             return self._finish_cut_reply(run, agent)  # a cut call is not retried: it would be cut again
         if state.bad_call_streak > limits.max_tool_retries:
             return self._finish(
@@ -377,8 +377,8 @@ class Runner:
         return None if reached is None else self._finish(run, *reached)
 
     def _finish_cut_reply(self, run: ActiveRun, agent: Agent) -> RunResult:
-        """A reply (text, or a call left invalid) that stopped at a token limit: the run's own token budget when that is what ran out
-        (MAX_TOKENS), otherwise the agent's max_tokens or the server's context (TRUNCATED)."""
+        """A reply (text, or a call the cut left invalid) that stopped at a token limit: MAX_TOKENS when the run's
+        own budget ran out, otherwise TRUNCATED (the agent's max_tokens or the server's context)."""
         reached = self._over_budget(run)
         if reached is not None:
             status, detail = reached
