@@ -239,3 +239,40 @@ def test_a_failing_context_budget_endpoint_ends_the_run_like_a_failing_model() -
 def test_nonsense_limits_are_refused(kwargs: dict[str, float]) -> None:
     with pytest.raises(ValueError, match=next(iter(kwargs))):
         RunLimits(**kwargs)  # type: ignore[arg-type]
+
+
+def answered_in_place(messages: list[dict]) -> bool:
+    """Every assistant tool call has its tool reply before the next non-tool message, as chat APIs require."""
+    waiting: set[str] = set()
+    for message in messages:
+        if message["role"] == "tool":
+            waiting.discard(message["tool_call_id"])
+            continue
+        if waiting:
+            return False
+        waiting = {c["id"] for c in message.get("tool_calls") or []}
+    return not waiting
+
+
+def test_input_list_answers_the_call_a_cut_ended_the_run_on() -> None:
+    cut_call = dataclasses.replace(call("add", '{"a": 2, "b'), finish_reason="length")
+    agent = Agent(
+        name="a", tools=[add], client=ScriptedModel([cut_call]), settings=ModelSettings(max_tokens=8)
+    )
+    result = Runner().run_sync(agent, "2+3")
+    assert not answered_in_place(result.messages), "the transcript keeps the cut call open for a resume"
+    follow_up = result.to_input_list()
+    assert answered_in_place(follow_up) and follow_up[: len(result.messages)] == result.messages
+    reply = follow_up[-1]
+    assert reply["tool_call_id"] == result.messages[-1]["tool_calls"][0]["id"]
+    assert "not run" in reply["content"] and "truncated" in reply["content"]
+
+
+def test_input_list_after_a_loop_and_after_a_completed_run() -> None:
+    looping = agent_with(call("add", {"a": 1, "b": 1}), repeat_last=True)
+    stopped = Runner(limits=RunLimits(loop_threshold=3, max_turns=20)).run_sync(looping, "loop")
+    follow_up = stopped.to_input_list()
+    assert answered_in_place(follow_up) and len(follow_up) == len(stopped.messages) + 1
+    assert "loop_detected" in follow_up[-1]["content"]
+    done = Runner().run_sync(agent_with(call("add", {"a": 2, "b": 3}), say("5")), "2+3")
+    assert done.to_input_list() == done.messages
