@@ -5,9 +5,10 @@
    client over loopback): throughput ratio and the p50 TTFT the server adds.
 2. 256 concurrent streaming clients: every stream completes, errors by type, TTFT p50/p99, tokens/s.
 
-The model is random-initialised (the small Llama shape in shapes.py), sent as token-id prompts to
-/v1/completions so tokenization does not differ between the two paths.
-Usage: python benchmarks/server_overhead.py [--json FILE]
+The model is random-initialised (the small Llama shape in shapes.py) unless --model names one (a folder, or
+`switchyard-chat` for the bundled model). Prompts are random token ids sent to /v1/completions, so tokenization
+does not differ between the two paths; with --model they are drawn above the tokenizer's special tokens.
+Usage: python benchmarks/server_overhead.py [--model M] [--json FILE]
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from shapes import SMALL, build_qwen2
 
 from switchyard import LLM, SamplingParams
+from switchyard.bundled import resolve_model
 
 ENGINE_ARGS = [
     "--served-model-name",
@@ -49,9 +51,21 @@ ENGINE_ARGS = [
 SHAPE = {**SMALL, "vocab_size": 320}
 
 
-def random_ids(count: int, length: int, seed: int) -> list[list[int]]:
+def random_ids(
+    count: int, length: int, seed: int, low: int = 3, high: int = SHAPE["vocab_size"]
+) -> list[list[int]]:
+    """Prompts of ids in [low, high): above the special tokens, so none of them ends or shapes a turn."""
     generator = torch.Generator().manual_seed(seed)
-    return torch.randint(3, SHAPE["vocab_size"], (count, length), generator=generator).tolist()
+    return torch.randint(low, high, (count, length), generator=generator).tolist()
+
+
+def ordinary_id_range(folder: Path) -> tuple[int, int]:
+    """[first id above every added (special) token, vocabulary size) of a model folder's tokenizer."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    added = [int(i) for i in tokenizer.added_tokens_decoder]
+    return max(added, default=2) + 1, len(tokenizer)
 
 
 def offline(folder: Path, prompts: list[list[int]], max_tokens: int) -> dict[str, float]:
@@ -149,16 +163,22 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument("--model", default=None, help="model folder or bundled name (default: random small)")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/switchyard-bench"))
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
-    folder = build_qwen2(args.workdir / "small-320-with-tokenizer", SHAPE)
-    if not (folder / "tokenizer.json").is_file():
-        sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
-        from tokenizer_factory import build_tokenizer
+    if args.model is None:
+        folder = build_qwen2(args.workdir / "small-320-with-tokenizer", SHAPE)
+        if not (folder / "tokenizer.json").is_file():
+            sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
+            from tokenizer_factory import build_tokenizer
 
-        build_tokenizer(folder, vocab_size=320)
-    prompts = random_ids(64, 128, seed=0)
+            build_tokenizer(folder, vocab_size=320)
+        low, high = 3, SHAPE["vocab_size"]
+    else:
+        folder = resolve_model(args.model)
+        low, high = ordinary_id_range(folder)
+    prompts = random_ids(64, 128, seed=0, low=low, high=high)
     results: dict[str, object] = {"offline": offline(folder, prompts, 64)}
     print(f"offline: {results['offline']}", flush=True)
     port = free_port()
@@ -166,7 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         results["server"] = asyncio.run(serve_load(port, prompts, 64))
         print(f"server, 64 clients: {results['server']}", flush=True)
-        results["server_256"] = asyncio.run(serve_load(port, random_ids(256, 128, seed=1), 64))
+        results["server_256"] = asyncio.run(
+            serve_load(port, random_ids(256, 128, seed=1, low=low, high=high), 64)
+        )
         print(f"server, 256 clients: {results['server_256']}", flush=True)
     finally:
         server.terminate()

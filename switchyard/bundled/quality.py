@@ -34,6 +34,7 @@ from switchyard.bundled import DRAFT_MODEL, MAIN_MODEL, resolve_model
 from switchyard.bundled.chat_format import IM_END, TOOL_CALL_CLOSE, TOOL_CALL_OPEN
 from switchyard.bundled.corpus import generate_corpus, heldout_config
 from switchyard.bundled.example import Check, CheckKind, Example
+from switchyard.bundled.gate_card import DRAFT_SECTION, SECTION, draft_section, gate_section, write_section
 from switchyard.bundled.tasks import NOT_FOUND_PHRASES, UNKNOWN_PHRASES
 
 GenerateFn = Callable[[list[dict[str, Any]], list[dict[str, Any]] | None], str]
@@ -491,6 +492,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-new-tokens", type=int, default=192, help="generation limit per reply")
     parser.add_argument("--json", type=Path, help="also write the full report (with failures) to this file")
     parser.add_argument(
+        "--card",
+        action="store_true",
+        help="write the results into the models' cards (README.md): a quality-gate section in the main model's, "
+        "the agreement in the draft's; a rerun replaces them",
+    )
+    parser.add_argument(
         "--no-message-tool",
         action="store_true",
         help="offer no send_message tool, for a model trained without it (train-default --no-message-tool)",
@@ -532,7 +539,33 @@ def main(argv: list[str] | None = None) -> int:
     print(report.format_table())
     if args.json:
         args.json.write_text(json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n")
+    if args.card:
+        _write_cards(args, report)
     return 0 if report.passed else 1
+
+
+def _write_cards(args: argparse.Namespace, report: QualityReport) -> None:
+    """The gate's section in the main model's card and, when measured, the agreement in the draft's."""
+    main_folder = resolve_model(args.model)
+    options = [f"--examples {args.examples}"]
+    if args.seed != 0:
+        options.append(f"--seed {args.seed}")
+    if args.max_new_tokens != 192:
+        options.append(f"--max-new-tokens {args.max_new_tokens}")
+    if args.backend != "switchyard":
+        options.append(f"--backend {args.backend}")
+    if args.no_message_tool:
+        options.append("--no-message-tool")
+    # Models are named by their folder's name: the bundled name once they ship, never a local path.
+    if report.draft_agreement is None:
+        options.append("--no-draft")
+    else:
+        options.append(f"--draft {resolve_model(args.draft).name}")
+    command = f"switchyard eval-default --model {main_folder.name} {' '.join(options)} --card"
+    write_section(main_folder, SECTION, gate_section(report, command, args.examples))
+    if report.draft_agreement is not None:
+        section = draft_section(report.draft_agreement, main_folder.name, command)
+        write_section(resolve_model(args.draft), DRAFT_SECTION, section)
 
 
 if __name__ == "__main__":
