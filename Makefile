@@ -21,8 +21,8 @@ $(VENV)/.installed-dev: $(VENV)/.installed pyproject.toml
 	$(BIN)/pip install -q $(TORCH_PIN) -e '.[dev]'
 	touch $@
 
-# Serves the bundled model once `switchyard train-default` has built it (or ARGS names a model folder);
-# until then it runs the offline generation demo.
+# Serves the bundled model (or ARGS names a model folder); where its weights are missing (a checkout
+# without them) it runs the offline generation demo instead.
 serve: $(VENV)/.installed
 	@if [ -n "$(ARGS)" ] || $(BIN)/python -c "import sys; from switchyard.bundled import BUNDLED_MODELS, is_built; sys.exit(not is_built(BUNDLED_MODELS['switchyard-chat']))"; then \
 		$(BIN)/switchyard serve $(ARGS); \
