@@ -51,21 +51,21 @@ ENGINE_ARGS = [
 SHAPE = {**SMALL, "vocab_size": 320}
 
 
-def random_ids(
-    count: int, length: int, seed: int, low: int = 3, high: int = SHAPE["vocab_size"]
-) -> list[list[int]]:
-    """Prompts of ids in [low, high): above the special tokens, so none of them ends or shapes a turn."""
+def random_ids(count: int, length: int, seed: int, ids: list[int] | None = None) -> list[list[int]]:
+    """Prompts drawn from `ids` (default: the small shape's ordinary ids), so no special token ends or shapes a
+    turn."""
+    pool = torch.tensor(ids if ids is not None else range(3, SHAPE["vocab_size"]))
     generator = torch.Generator().manual_seed(seed)
-    return torch.randint(low, high, (count, length), generator=generator).tolist()
+    return pool[torch.randint(0, len(pool), (count, length), generator=generator)].tolist()
 
 
-def ordinary_id_range(folder: Path) -> tuple[int, int]:
-    """[first id above every added (special) token, vocabulary size) of a model folder's tokenizer."""
+def ordinary_ids(folder: Path) -> list[int]:
+    """Every id of a model folder's tokenizer but its added (special) tokens."""
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(folder)
-    added = [int(i) for i in tokenizer.added_tokens_decoder]
-    return max(added, default=2) + 1, len(tokenizer)
+    added = {int(i) for i in tokenizer.added_tokens_decoder}
+    return [i for i in range(len(tokenizer)) if i not in added]
 
 
 def offline(folder: Path, prompts: list[list[int]], max_tokens: int) -> dict[str, float]:
@@ -174,11 +174,11 @@ def main(argv: list[str] | None = None) -> int:
             from tokenizer_factory import build_tokenizer
 
             build_tokenizer(folder, vocab_size=320)
-        low, high = 3, SHAPE["vocab_size"]
+        ids = None
     else:
         folder = resolve_model(args.model)
-        low, high = ordinary_id_range(folder)
-    prompts = random_ids(64, 128, seed=0, low=low, high=high)
+        ids = ordinary_ids(folder)
+    prompts = random_ids(64, 128, seed=0, ids=ids)
     results: dict[str, object] = {"offline": offline(folder, prompts, 64)}
     print(f"offline: {results['offline']}", flush=True)
     port = free_port()
@@ -186,9 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         results["server"] = asyncio.run(serve_load(port, prompts, 64))
         print(f"server, 64 clients: {results['server']}", flush=True)
-        results["server_256"] = asyncio.run(
-            serve_load(port, random_ids(256, 128, seed=1, low=low, high=high), 64)
-        )
+        results["server_256"] = asyncio.run(serve_load(port, random_ids(256, 128, seed=1, ids=ids), 64))
         print(f"server, 256 clients: {results['server_256']}", flush=True)
     finally:
         server.terminate()
