@@ -7,7 +7,8 @@
 
 The model is random-initialised (the small Llama shape in shapes.py) unless --model names one (a folder, or
 `switchyard-chat` for the bundled model). Prompts are random token ids sent to /v1/completions, so tokenization
-does not differ between the two paths; with --model they are drawn above the tokenizer's special tokens.
+does not differ between the two paths; with --model they are drawn from its tokenizer's ids, special tokens
+left out.
 Usage: python benchmarks/server_overhead.py [--model M] [--json FILE]
 """
 
