@@ -557,15 +557,13 @@ def _write_cards(args: argparse.Namespace, report: QualityReport) -> None:
     if args.no_message_tool:
         options.append("--no-message-tool")
     # Models are named by their folder's name: the bundled name once they ship, never a local path.
-    if report.draft_agreement is None:
-        options.append("--no-draft")
-    else:
-        options.append(f"--draft {resolve_model(args.draft).name}")
+    draft_folder = None if report.draft_agreement is None else resolve_model(args.draft)
+    options.append("--no-draft" if draft_folder is None else f"--draft {draft_folder.name}")
     command = f"switchyard eval-default --model {main_folder.name} {' '.join(options)} --card"
     write_section(main_folder, SECTION, gate_section(report, command, args.examples))
-    if report.draft_agreement is not None:
+    if draft_folder is not None and report.draft_agreement is not None:
         section = draft_section(report.draft_agreement, main_folder.name, command)
-        write_section(resolve_model(args.draft), DRAFT_SECTION, section)
+        write_section(draft_folder, DRAFT_SECTION, section)
 
 
 if __name__ == "__main__":
