@@ -2,7 +2,9 @@
 
 Workload: copy tasks -- the model is asked to repeat a ~300-token passage (chat "Say exactly this: ..." on a
 chat model), greedy, so outputs must be token-identical with and without speculation (checked). Reported per
-batch size: output tokens/s of each, the speedup, acceptance rate and mean tokens per verifying step.
+batch size: output tokens/s of each and the speedup, end to end (prefill included) and for the decode phase
+alone (each group's first token to its last: the issue's "decode tokens/s"), acceptance rate and mean tokens per
+verifying step.
 On a random-initialised model (the default when no --model is given) there is no real copying: greedy
 decoding falls into loops that n-gram lookup predicts, so that run measures the mechanics, not the benefit.
 
@@ -21,6 +23,7 @@ grammar (`spec_mask_drafts=False`), so the row also says what sampling drafts un
 
 Usage: python benchmarks/spec_decode.py [--model switchyard-chat] [--batches 1,16,64] [--threads 1] [--json F]
        python benchmarks/spec_decode.py --model switchyard-chat --method draft --workload tasks --batches 1
+       python benchmarks/spec_decode.py --model switchyard-chat --method speculator --workload tasks --batches 1
 """
 
 from __future__ import annotations
@@ -187,15 +190,28 @@ def timed(
     prompts: list[list[int]],
     params: SamplingParams | list[SamplingParams],
     batch: int | None = None,
+    decode: list[float] | None = None,
 ) -> tuple[float, list[list[int]]]:
-    """Seconds to generate for all prompts, `batch` at a time (default: all together), and the outputs."""
+    """Seconds to generate for all prompts, `batch` at a time (default: all together), and the outputs. With
+    `decode`, appends each group's decode seconds (its first token to its last finish): the decode phase alone,
+    without the prompt's prefill."""
     batch = batch or len(prompts)
     start = time.perf_counter()
     outputs = []
     for first in range(0, len(prompts), batch):
         chunk = params[first : first + batch] if isinstance(params, list) else params
-        outputs += llm.generate(prompts[first : first + batch], chunk, use_tqdm=False)
+        group = llm.generate(prompts[first : first + batch], chunk, use_tqdm=False)
+        if decode is not None:
+            firsts = [o.metrics.first_token_time for o in group if o.metrics is not None]
+            lasts = [o.metrics.finished_time for o in group if o.metrics is not None]
+            decode.append(max(t for t in lasts if t is not None) - min(t for t in firsts if t is not None))
+        outputs += group
     return time.perf_counter() - start, [o.outputs[0].token_ids for o in outputs]
+
+
+def decode_tokens(outputs: list[list[int]]) -> int:
+    """Tokens of the decode phase: all but each request's first (which the prefill step produces)."""
+    return sum(max(0, len(t) - 1) for t in outputs)
 
 
 def speculated(
@@ -205,6 +221,7 @@ def speculated(
     batch: int,
     plain_s: float,
     plain_out: list[list[int]],
+    plain_decode_tok_s: float,
     prefix: str = "",
 ) -> dict[str, object]:
     """A speculating engine's row against plain decoding's: tokens/s, speedup, identical outputs, and the
@@ -212,13 +229,17 @@ def speculated(
     timed(llm, prompts[:1], SamplingParams(temperature=0, max_tokens=4))
     stats = llm.engine.spec_decoder.stats  # type: ignore[union-attr]
     before = (stats.steps, stats.proposed, stats.accepted, stats.emitted)
-    seconds, outputs = timed(llm, prompts, params, batch)
+    decode: list[float] = []
+    seconds, outputs = timed(llm, prompts, params, batch, decode)
     after = (stats.steps, stats.proposed, stats.accepted, stats.emitted)
     steps, proposed, accepted, emitted = (now - then for now, then in zip(after, before, strict=True))
     tokens = sum(len(t) for t in outputs)
+    decode_tok_s = decode_tokens(outputs) / sum(decode)
     return {
         f"{prefix}spec_tok_s": tokens / seconds,
         f"{prefix}speedup": plain_s / seconds * tokens / max(1, sum(len(t) for t in plain_out)),
+        f"{prefix}spec_decode_tok_s": decode_tok_s,
+        f"{prefix}decode_speedup": decode_tok_s / plain_decode_tok_s,
         f"{prefix}identical": plain_out == outputs,
         f"{prefix}acceptance_rate": accepted / proposed if proposed else 0.0,
         f"{prefix}tokens_per_verify_step": emitted / steps if steps else 0.0,
@@ -233,9 +254,11 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=320)
     parser.add_argument("--words", type=int, default=220, help="passage length in words (~300 tokens)")
     parser.add_argument("--k", type=int, default=4)
-    parser.add_argument("--method", choices=("ngram", "draft"), default="ngram")
+    parser.add_argument("--method", choices=("ngram", "draft", "speculator"), default="ngram")
     parser.add_argument(
-        "--draft-model", default=None, help="draft folder (default with switchyard-chat: its draft)"
+        "--draft-model",
+        default=None,
+        help="draft or speculator folder (default with switchyard-chat: its draft or its speculator)",
     )
     parser.add_argument("--workload", choices=("copy", "paragraph", "tasks", "json"), default="copy")
     parser.add_argument(
@@ -268,8 +291,8 @@ def main() -> None:
         max_model_len=2048,
         skip_tokenizer=args.model is None,  # the random model's folder has no tokenizer: token-id prompts
     )
-    if args.workload == "json" and (args.model is None or args.method != "draft"):
-        parser.error("--workload json needs a chat model (--model) and --method draft")
+    if args.workload == "json" and (args.model is None or args.method == "ngram"):
+        parser.error("--workload json needs a chat model (--model) and --method draft or speculator")
     plain = LLM(**common)  # type: ignore[arg-type]
     speculative = dict(
         speculative_method=args.method,
@@ -298,12 +321,21 @@ def main() -> None:
         else:
             prompts = copy_prompts(plain, batch, args.words)
         timed(plain, prompts[:1], SamplingParams(temperature=0, max_tokens=4))  # warm-up
-        plain_s, plain_out = timed(plain, prompts, params, batch)
+        plain_decode: list[float] = []
+        plain_s, plain_out = timed(plain, prompts, params, batch, plain_decode)
         tokens = sum(len(t) for t in plain_out)
-        row: dict[str, object] = {"batch": batch, "output_tokens": tokens, "plain_tok_s": tokens / plain_s}
+        plain_decode_tok_s = decode_tokens(plain_out) / sum(plain_decode)
+        row: dict[str, object] = {
+            "batch": batch,
+            "output_tokens": tokens,
+            "plain_tok_s": tokens / plain_s,
+            "plain_decode_tok_s": plain_decode_tok_s,
+        }
         for prefix, llm in (("", spec), ("unmasked_", unmasked)):
             if llm is not None:
-                row.update(speculated(llm, prompts, params, batch, plain_s, plain_out, prefix))
+                row.update(
+                    speculated(llm, prompts, params, batch, plain_s, plain_out, plain_decode_tok_s, prefix)
+                )
         if replies:
             row.update(copy_fidelity(plain, plain_out, replies))
         results.append(row)

@@ -79,15 +79,17 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--speculative-method",
-        choices=("ngram", "draft"),
+        choices=("ngram", "draft", "speculator"),
         default=None,
-        help="speculative decoding: ngram (prompt lookup; no extra model) or draft (a small model with the same "
-        "tokenizer, --speculative-model). Default: off",
+        help="speculative decoding: ngram (prompt lookup; no extra model), draft (a small model with the same "
+        "tokenizer, --speculative-model) or speculator (look-ahead heads on the model's own hidden state, "
+        "trained by `switchyard train-speculator`; the fastest with the bundled model). Default: off",
     )
     group.add_argument(
         "--speculative-model",
         default=None,
-        help="draft model folder or bundled name (default with the bundled model: switchyard-chat-draft)",
+        help="draft model or speculator folder, or bundled name (default with the bundled model: "
+        "switchyard-chat-draft for draft, switchyard-chat-speculator for speculator)",
     )
     group.add_argument("--num-speculative-tokens", type=int, default=4, help="tokens proposed per step (4)")
     group.add_argument(
@@ -99,8 +101,15 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--spec-adaptive",
         action="store_true",
-        help="draft method: time speculative and plain decode steps while serving, and speculate only at the "
-        "batch sizes where it is faster",
+        help="draft and speculator methods: time speculative and plain decode steps while serving, and "
+        "speculate only at the batch sizes where it is faster",
+    )
+    group.add_argument(
+        "--spec-lookup-below",
+        type=float,
+        default=0.6,
+        help="speculator method: where the speculator gives its first guess less probability than this, propose "
+        "prompt lookup's continuation instead (copying from the context); 0 turns it off (default 0.6)",
     )
     group.add_argument(
         "--no-prefix-cache",
@@ -136,6 +145,7 @@ def engine_config_from_args(args: argparse.Namespace):  # type: ignore[no-untype
         num_speculative_tokens=args.num_speculative_tokens,
         spec_max_batch_size=args.spec_max_batch_size,
         spec_adaptive=args.spec_adaptive,
+        spec_lookup_below=args.spec_lookup_below,
     )
 
 
@@ -372,6 +382,10 @@ def build_parser() -> argparse.ArgumentParser:
 DELEGATED_COMMANDS = {
     "train-default": ("switchyard.bundled.train", "train the bundled models from scratch (about 90 minutes)"),
     "eval-default": ("switchyard.bundled.quality", "run the bundled model's quality gate"),
+    "train-speculator": (
+        "switchyard.bundled.train_speculator",
+        "train look-ahead heads for speculative decoding on a main model (about 10 minutes)",
+    ),
     "demo": ("switchyard.demo", "offline generation demo on a small random-initialised model"),
     "bench": (
         "switchyard.bench.cli",

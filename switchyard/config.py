@@ -54,17 +54,22 @@ class EngineConfig:
     structured_outputs_backend: str = "xgrammar"
     """Grammar library for structured outputs: xgrammar, or llguidance when installed."""
     speculative_method: str | None = None
-    """Speculative decoding: None (off), "ngram" (prompt lookup) or "draft" (a small draft model)."""
+    """Speculative decoding: None (off), "ngram" (prompt lookup), "draft" (a small draft model) or "speculator"
+    (look-ahead heads on the model's hidden state)."""
     speculative_model: str | None = None
-    """Draft model folder or bundled name for "draft" (default: the bundled draft with the bundled model)."""
+    """Draft model or speculator folder, or bundled name, for "draft" and "speculator" (default with the
+    bundled model: its draft, or its speculator)."""
     num_speculative_tokens: int = 4
     spec_max_batch_size: int = 8
     """No speculation in steps with more running sequences than this (it stops paying)."""
     spec_adaptive: bool = False
-    """Draft method: measure while serving whether speculation is faster at each batch size, and speculate only
-    there."""
+    """Draft and speculator methods: measure while serving whether speculation is faster at each batch size, and
+    speculate only there."""
+    spec_lookup_below: float = 0.6
+    """Speculator method: prompt lookup proposes instead where the speculator's first guess has less probability
+    than this (0: never; `SpecDecodeConfig.lookup_below`)."""
     spec_mask_drafts: bool = True
-    """Draft method: sample each drafted token under the request's grammar mask, so a draft never proposes what
+    """Draft and speculator methods: sample each drafted token under the request's grammar mask, so a draft never proposes what
     the grammar forbids (off only to measure what the mask is worth: `benchmarks/spec_decode.py`)."""
     seed: int = 0
     """Seed of the random stream shared by requests that bring no seed of their own."""

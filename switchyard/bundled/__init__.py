@@ -2,7 +2,8 @@
 
 Two models ship with Switchyard, trained by `switchyard train-default` (see `switchyard.bundled.train`) on a
 corpus the repository generates: `switchyard-chat` (the main model) and `switchyard-chat-draft` (a much smaller
-model with the same tokenizer, for speculative decoding). Anything else given as `--model` must be a Hugging
+model with the same tokenizer, for speculative decoding); `switchyard-chat-speculator` (look-ahead heads on the
+main model's hidden state, also for speculative decoding) is trained by `switchyard train-speculator`. Anything else given as `--model` must be a Hugging
 Face model folder.
 
 This module imports nothing heavy: the CLI resolves model names before it loads torch.
@@ -16,12 +17,14 @@ from switchyard.errors import ModelLoadError
 
 MAIN_MODEL = "switchyard-chat"
 DRAFT_MODEL = "switchyard-chat-draft"
+SPECULATOR_MODEL = "switchyard-chat-speculator"
 BUNDLED_DIR = Path(__file__).resolve().parent / "models"
 """Where train-default writes the bundled models, inside the installed package."""
 
 BUNDLED_MODELS: dict[str, Path] = {
     MAIN_MODEL: BUNDLED_DIR / MAIN_MODEL,
     DRAFT_MODEL: BUNDLED_DIR / DRAFT_MODEL,
+    SPECULATOR_MODEL: BUNDLED_DIR / SPECULATOR_MODEL,
 }
 
 
@@ -68,6 +71,7 @@ __all__ = [
     "BUNDLED_MODELS",
     "DRAFT_MODEL",
     "MAIN_MODEL",
+    "SPECULATOR_MODEL",
     "BundledModelNotBuiltError",
     "ModelNotFoundError",
     "is_built",

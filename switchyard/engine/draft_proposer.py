@@ -141,33 +141,19 @@ class DraftModelProposer:
                 shadow.num_computed_tokens += num_new
             by_id = {s.seq_id: i for i, s in enumerate(result.sampled_seqs)}
             logits = torch.stack([result.logits[by_id[shadow.seq_id]] for _, shadow, _ in active])
-            tokens, probs, drawable, masks = self._sample(active, logits, mask)
+            rows = [(seq, shadow.token_ids[seq.request.num_prompt_tokens :]) for seq, shadow, _ in active]
+            tokens, probs, drawable, masks = sample_drafts(
+                self.sampler, self.target_vocab_size, rows, logits, mask
+            )
             still = []
             for row, (seq, shadow, k) in enumerate(active):
                 if not drawable[row]:  # all the grammar allows lies beyond a smaller draft vocabulary
                     continue
-                proposal = proposals[seq.seq_id]
-                proposal.tokens.append(tokens[row])
-                if probs is not None and not seq.request.params.greedy:
-                    row_probs = probs[row : row + 1]
-                    proposal.probs = (
-                        row_probs if proposal.probs is None else torch.cat([proposal.probs, row_probs])
-                    )
                 shadow.token_ids.append(tokens[row])
-                if masks is not None and seq.grammar is not None:
-                    row_mask = masks[row : row + 1]
-                    proposal.masks = (
-                        row_mask if proposal.masks is None else torch.cat([proposal.masks, row_mask])
-                    )
-                if mask is not None and seq.grammar is not None:
-                    # Under the mask the grammar accepts the token; were a backend's mask and matcher ever to
-                    # disagree, the proposal ends here and `SpecDecoder.propose` checks it as any other.
-                    if not seq.grammar.accept_token(tokens[row]):
-                        continue
-                    advanced[seq.seq_id] = advanced.get(seq.seq_id, 0) + 1
-                    if seq.grammar.is_terminated():  # the stop token: nothing follows it
-                        continue
-                if len(proposal.tokens) < k:
+                going = extend_proposal(
+                    proposals[seq.seq_id], seq, tokens[row], probs, masks, row, mask, advanced
+                )
+                if going and len(proposals[seq.seq_id].tokens) < k:
                     still.append((seq, shadow, k))
             active = still
 
@@ -187,43 +173,83 @@ class DraftModelProposer:
         self.block_manager.trim(shadow, shadow.num_computed_tokens)
         return shadow
 
-    def _sample(
-        self, active: list[tuple[Sequence, Sequence, int]], logits: torch.Tensor, mask: GrammarMask | None
-    ) -> tuple[list[int], torch.Tensor | None, list[bool], torch.Tensor | None]:
-        """Each row's draft token, the distributions they were drawn from (None when all rows are greedy),
-        whether the row had anything to draw (False only where the grammar's tokens are all outside a smaller
-        draft vocabulary), and the grammar bitmask applied to each row (None when no row has a grammar)."""
-        logits = logits.float()
-        if logits.shape[-1] < self.target_vocab_size:  # a smaller draft vocabulary: the rest is impossible
-            pad = logits.new_full((logits.shape[0], self.target_vocab_size - logits.shape[-1]), float("-inf"))
-            logits = torch.cat([logits, pad], dim=-1)
-        drawable = [True] * len(active)
-        masks = None
-        matchers = [seq.grammar for seq, _, _ in active] if mask is not None else []
-        if any(m is not None for m in matchers):
-            assert mask is not None
-            masks = mask(logits, matchers)
-            drawable = torch.isfinite(logits).any(dim=-1).tolist()
-            logits[~torch.tensor(drawable, device=logits.device)] = 0.0  # sampled, then dropped by the caller
-        if all(seq.request.params.greedy for seq, _, _ in active):
-            return row_argmax(logits).tolist(), None, drawable, masks
-        rows = [
+
+def extend_proposal(
+    proposal: DraftProposal,
+    seq: Sequence,
+    token: int,
+    probs: torch.Tensor | None,
+    masks: torch.Tensor | None,
+    row: int,
+    mask: GrammarMask | None,
+    advanced: dict[int, int],
+) -> bool:
+    """Append one drafted token (and its q and grammar-mask rows) to seq's proposal; advance seq's grammar
+    through it, counting in `advanced` what the caller must roll back. False when drafting must stop here."""
+    proposal.tokens.append(token)
+    if probs is not None and not seq.request.params.greedy:
+        row_probs = probs[row : row + 1]
+        proposal.probs = row_probs if proposal.probs is None else torch.cat([proposal.probs, row_probs])
+    if masks is not None and seq.grammar is not None:
+        row_mask = masks[row : row + 1]
+        proposal.masks = row_mask if proposal.masks is None else torch.cat([proposal.masks, row_mask])
+    if mask is not None and seq.grammar is not None:
+        # Under the mask the grammar accepts the token; were a backend's mask and matcher ever to disagree,
+        # the proposal ends here and `SpecDecoder.propose` checks it as any other.
+        if not seq.grammar.accept_token(token):
+            return False
+        advanced[seq.seq_id] = advanced.get(seq.seq_id, 0) + 1
+        if seq.grammar.is_terminated():  # the stop token: nothing follows it
+            return False
+    return True
+
+
+def sample_drafts(
+    sampler: Sampler,
+    target_vocab_size: int,
+    rows: list[tuple[Sequence, list[int]]],
+    logits: torch.Tensor,
+    mask: GrammarMask | None,
+) -> tuple[list[int], torch.Tensor | None, list[bool], torch.Tensor | None]:
+    """Draw one draft token per (target sequence, its output tokens so far, drafts included) row, after the
+    request's own sampling transforms. Returns the tokens, the distributions they were drawn from (None when
+    all rows are greedy), whether the row had anything to draw (False only where the grammar's tokens are all
+    outside a smaller draft vocabulary), and the grammar bitmask applied to each row (None without grammars)."""
+    logits = logits.float()
+    if logits.shape[-1] < target_vocab_size:  # a smaller draft vocabulary: the rest is impossible
+        pad = logits.new_full((logits.shape[0], target_vocab_size - logits.shape[-1]), float("-inf"))
+        logits = torch.cat([logits, pad], dim=-1)
+    drawable = [True] * len(rows)
+    masks = None
+    matchers = [seq.grammar for seq, _ in rows] if mask is not None else []
+    if any(m is not None for m in matchers):
+        assert mask is not None
+        masks = mask(logits, matchers)
+        drawable = torch.isfinite(logits).any(dim=-1).tolist()
+        logits[~torch.tensor(drawable, device=logits.device)] = 0.0  # sampled, then dropped by the caller
+    if all(seq.request.params.greedy for seq, _ in rows):
+        return row_argmax(logits).tolist(), None, drawable, masks
+    batch = SamplingBatch.build(
+        [
             SamplingRow(
                 params=seq.request.params,
                 prompt_token_ids=seq.request.prompt_token_ids,
-                output_token_ids=shadow.token_ids[seq.request.num_prompt_tokens :],
+                output_token_ids=outputs,
                 generator=seq.generator,  # a seeded row needs its generator; only the draws below use it
                 eos_token_ids=seq.request.eos_token_ids,
                 bad_words_token_ids=seq.request.bad_words_token_ids,
             )
-            for seq, shadow, _ in active
-        ]
-        probs = self.sampler.probabilities(logits, SamplingBatch.build(rows, logits.shape[-1], logits.device))
-        tokens = []
-        for row, (seq, _, _) in enumerate(active):
-            if seq.request.params.greedy:
-                tokens.append(int(logits[row].argmax()))
-            else:
-                generator = seq.generator if seq.generator is not None else self.sampler.generator
-                tokens.append(int(torch.multinomial(probs[row], 1, generator=generator).item()))
-        return tokens, probs, drawable, masks
+            for seq, outputs in rows
+        ],
+        logits.shape[-1],
+        logits.device,
+    )
+    probs = sampler.probabilities(logits, batch)
+    tokens = []
+    for row, (seq, _) in enumerate(rows):
+        if seq.request.params.greedy:
+            tokens.append(int(logits[row].argmax()))
+        else:
+            generator = seq.generator if seq.generator is not None else sampler.generator
+            tokens.append(int(torch.multinomial(probs[row], 1, generator=generator).item()))
+    return tokens, probs, drawable, masks

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from switchyard.bundled import DRAFT_MODEL, MAIN_MODEL, resolve_model
+from switchyard.bundled import DRAFT_MODEL, MAIN_MODEL, SPECULATOR_MODEL, resolve_model
 from switchyard.config import EngineConfig
 from switchyard.engine.block_manager import BlockManager
 from switchyard.engine.detokenizer import IncrementalDetokenizer
@@ -47,20 +47,22 @@ from switchyard.engine.sequence import (
     TokenLogprob,
     now,
 )
-from switchyard.engine.spec_decode import PendingVerification, SpecDecodeConfig, SpecDecoder
+from switchyard.engine.spec_decode import NgramProposer, PendingVerification, SpecDecodeConfig, SpecDecoder
 from switchyard.engine.spec_governor import SpeculationGovernor
+from switchyard.engine.speculator_proposer import SpeculatorProposer
 from switchyard.engine.structured import (
     CompiledGrammar,
     GrammarMatcher,
     StructuredOutputManager,
     create_backend,
 )
-from switchyard.errors import CapacityError, InvalidRequestError
+from switchyard.errors import CapacityError, InvalidRequestError, ModelLoadError
 from switchyard.models.config import ModelArchConfig
 from switchyard.models.cpu_bf16 import auto_dtype, cpu_has_native_bf16
 from switchyard.models.kv_cache_dtype import resolve_kv_cache_dtype
 from switchyard.models.loader import load_model, parse_dtype
 from switchyard.models.packed_linear import can_pack, pack_linear_layers
+from switchyard.models.speculator import Speculator, load_speculator
 from switchyard.models.tokenizer import (
     eos_token_ids,
     load_chat_template,
@@ -71,9 +73,11 @@ from switchyard.models.tokenizer import (
 logger = logging.getLogger(__name__)
 
 
-def default_draft_model(model: str) -> str | None:
-    """The bundled draft for the bundled main model; other models need --speculative-model."""
-    return DRAFT_MODEL if model == MAIN_MODEL else None
+def default_draft_model(model: str, method: str = "draft") -> str | None:
+    """The bundled draft (or speculator) for the bundled main model; other models need --speculative-model."""
+    if model != MAIN_MODEL:
+        return None
+    return SPECULATOR_MODEL if method == "speculator" else DRAFT_MODEL
 
 
 def resolve_model_path(name_or_path: str) -> Path:
@@ -151,15 +155,18 @@ class LLMEngine:
             pack_linear_layers(self.model)
         spec_config = None
         draft_model = None
+        speculator: Speculator | None = None
         draft_weights = 0
         if config.speculative_method is not None:
             spec_config = SpecDecodeConfig(
                 method=config.speculative_method,
-                draft_model=config.speculative_model or default_draft_model(config.model),
+                draft_model=config.speculative_model
+                or default_draft_model(config.model, config.speculative_method),
                 num_speculative_tokens=config.num_speculative_tokens,
                 max_batch_size=config.spec_max_batch_size,
                 adaptive=config.spec_adaptive,
                 mask_drafts=config.spec_mask_drafts,
+                lookup_below=config.spec_lookup_below,
             )
             if spec_config.method == "draft":
                 assert spec_config.draft_model is not None
@@ -173,6 +180,20 @@ class LLMEngine:
                 draft_weights = model_bytes(draft_model)
                 if pack:
                     pack_linear_layers(draft_model)  # the draft's steps are as memory-bound as the target's
+            elif spec_config.method == "speculator":
+                assert spec_config.draft_model is not None
+                speculator = load_speculator(
+                    resolve_model_path(spec_config.draft_model), self.dtype, self.device
+                )
+                if speculator.config.hidden_size != arch.hidden_size:
+                    raise ModelLoadError(
+                        f"the speculator reads hidden states of size {speculator.config.hidden_size}, but the "
+                        f"model's are {arch.hidden_size}: it was trained for another model",
+                        spec_config.draft_model,
+                    )
+                draft_weights = model_bytes(speculator)
+                if pack:
+                    pack_linear_layers(speculator, every_linear=True)  # its steps are a few small products
         self.scheduler_config = config.scheduler_config(self.device)
         self.kv_budget = self._size_kv_cache(
             weights, rss_before, draft_model.config if draft_model is not None else None, draft_weights
@@ -205,6 +226,8 @@ class LLMEngine:
         self.num_prompt_tokens = 0
         self.spec_decoder: SpecDecoder | None = None
         self._proposals: dict[int, DraftProposal] = {}
+        self._accepted: dict[int, int] = {}
+        """This step's accepted draft counts, by seq_id: which verified row gave each newest token."""
         """This step's proposals being verified: their draft distributions (draft-model method, sampled
         requests) and the grammar masks filled while drafting."""
         if spec_config is not None:
@@ -220,7 +243,15 @@ class LLMEngine:
                     block_size=config.block_size,
                     sampler=self.sampler,
                 )
-            self.spec_decoder = SpecDecoder(spec_config, self.sampler, draft)
+            speculating = None
+            if speculator is not None:
+                lookup = None
+                if spec_config.lookup_below > 0:
+                    lookup = NgramProposer(spec_config.ngram_min, spec_config.ngram_max)
+                speculating = SpeculatorProposer(
+                    speculator, arch.vocab_size, self.sampler, lookup, spec_config.lookup_below
+                )
+            self.spec_decoder = SpecDecoder(spec_config, self.sampler, draft, speculating)
         self.spec_governor = (
             SpeculationGovernor() if spec_config is not None and spec_config.adaptive else None
         )
@@ -593,6 +624,8 @@ class LLMEngine:
         touched = self._sample(result)
         if verifying:
             touched += [r for r in self._verify_drafts(result) if r not in touched]
+        if self.spec_decoder is not None and self.spec_decoder.wants_hidden_states:
+            self._observe_hidden(result, verifying)
         for request in touched:
             outputs.append(self._request_output(request))
             self._forget_if_done(request)
@@ -816,6 +849,7 @@ class LLMEngine:
                     self._fail_verification(item.seq.request, exc)
         for item, (emitted, accepted) in verdicts:
             seq = item.seq
+            self._accepted[seq.seq_id] = accepted
             try:
                 # KV is valid up to the last accepted draft; the bonus token is computed next step.
                 seq.num_computed_tokens = seq.num_tokens + accepted
@@ -829,6 +863,23 @@ class LLMEngine:
             except Exception as exc:
                 self._fail_verification(seq.request, exc)
         return touched
+
+    def _observe_hidden(self, result: ForwardResult, verifying: frozenset[int]) -> None:
+        """Hand the speculator the hidden state behind each live sequence's newest token: a sampled row's, or a
+        verified chunk's row at the position that gave its last emitted token (the accepted count)."""
+        spec = self.spec_decoder
+        assert spec is not None
+        if result.sampled_hidden is not None:
+            for row, seq in enumerate(result.sampled_seqs):
+                if not seq.is_finished and seq.sample_index == 0 and seq.request.params.n == 1:
+                    spec.observe(seq, result.sampled_hidden[row])
+        running = {seq.seq_id: seq for seq in self.scheduler.running}
+        for seq_id, hidden in result.verify_hidden.items():
+            seq = running.get(seq_id)
+            accepted = self._accepted.pop(seq_id, None)
+            if seq is not None and accepted is not None and not seq.is_finished:
+                spec.observe(seq, hidden[accepted])
+        self._accepted.clear()
 
     def _fail_verification(self, request: Request, exc: Exception) -> None:
         logger.exception("verification failed for request %s", request.request_id, exc_info=exc)
@@ -958,8 +1009,8 @@ class LLMEngine:
     def _finish(self, seq: Sequence, reason: FinishReason, stop_reason: str | int | None = None) -> None:
         if seq.status in (SequenceStatus.WAITING, SequenceStatus.RUNNING):
             self.scheduler.remove(seq)
-        if self.spec_decoder is not None and self.spec_decoder.draft is not None:
-            self.spec_decoder.draft.release(seq.seq_id)
+        if self.spec_decoder is not None:
+            self.spec_decoder.release(seq.seq_id)
         seq.status = SequenceStatus.FINISHED
         seq.finish_reason = reason
         seq.stop_reason = stop_reason

@@ -41,11 +41,11 @@ class KVCacheBudget:
 
     def describe(self) -> str:
         mib = 1 << 20
-        draft = (
-            f", draft weights {self.draft_weights_bytes / mib:.1f} MiB and KV {self.draft_kv_bytes_per_token} B/token"
-            if self.draft_kv_bytes_per_token
-            else ""
-        )
+        draft = ""
+        if self.draft_kv_bytes_per_token:
+            draft = f", draft weights {self.draft_weights_bytes / mib:.1f} MiB and KV {self.draft_kv_bytes_per_token} B/token"
+        elif self.draft_weights_bytes:  # a speculator: weights, no cache of its own
+            draft = f", speculator weights {self.draft_weights_bytes / mib:.1f} MiB"
         return (
             f"weights {self.weights_bytes / mib:.1f} MiB, activations {self.activation_bytes / mib:.1f} MiB, "
             f"KV {self.kv_bytes_per_token} B/token{draft}, {self.num_blocks} blocks of {self.block_size} tokens "

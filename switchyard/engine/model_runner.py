@@ -31,6 +31,11 @@ class ForwardResult:
     verify_logits: dict[int, torch.Tensor] = field(default_factory=dict)
     """seq_id -> logits [chunk, vocab] at every position of a speculative chunk (the last real token and the
     drafts); such sequences are not in sampled_seqs."""
+    sampled_hidden: torch.Tensor | None = None
+    """[len(sampled_seqs), hidden]: the final normalised hidden states the logits rows came from (what a
+    speculator reads)."""
+    verify_hidden: dict[int, torch.Tensor] = field(default_factory=dict)
+    """seq_id -> [chunk, hidden] at the positions of verify_logits."""
 
 
 @dataclass
@@ -169,22 +174,25 @@ class ModelRunner:
 
     def forward(self, inputs: StepInputs) -> ForwardResult:
         hidden = self.model(inputs.input_ids, inputs.positions, self.kv_caches, inputs.metadata)
-        logits = self.model.compute_logits(hidden.index_select(0, inputs.sample_index))
+        sampled_hidden = hidden.index_select(0, inputs.sample_index)
+        logits = self.model.compute_logits(sampled_hidden)
         prompt_logits: dict[int, tuple[int, torch.Tensor]] = {}
         for seq, start, first, num_new in inputs.prompt_rows:
             # Rows at positions >= the prompt's last token predict generated tokens, not prompt tokens.
             count = max(0, min(seq.num_prompt_tokens - 1 - first, num_new))
             if count:
                 prompt_logits[seq.seq_id] = (first, self.model.compute_logits(hidden[start : start + count]))
-        verify_logits = {
-            seq.seq_id: self.model.compute_logits(hidden[start : start + count])
-            for seq, start, count in inputs.verify_rows
+        verify_hidden = {
+            seq.seq_id: hidden[start : start + count] for seq, start, count in inputs.verify_rows
         }
+        verify_logits = {seq_id: self.model.compute_logits(rows) for seq_id, rows in verify_hidden.items()}
         return ForwardResult(
             sampled_seqs=inputs.sampled_seqs,
             logits=logits,
             prompt_logits=prompt_logits,
             verify_logits=verify_logits,
+            sampled_hidden=sampled_hidden,
+            verify_hidden=verify_hidden,
         )
 
     def profile_forward(self, num_tokens: int) -> None:

@@ -25,6 +25,11 @@ With a grammar (structured outputs), a proposal is cut at its first token the gr
 verified position's logits are masked by the grammar state after the drafts before it, so verification
 samples from the constrained distribution.
 
+Three proposers: n-gram prompt lookup (free, for copying), a draft model (`draft_proposer`: its own paged
+KV cache and forward passes) and a speculator (`speculator_proposer`: small look-ahead heads on the target's
+own hidden state, which the engine hands over after each sampling or verification, `observe`). On a CPU with
+a small target a draft model's step costs most of a target step, and only the speculator pays (RESULTS.md).
+
 Falls back to plain decoding for requests with n > 1, logprobs or prompt logprobs, and for the whole step when more than `max_batch_size` sequences are running (speculation stops paying once the batch makes
 the step compute-bound; see benchmarks/RESULTS.md).
 """
@@ -42,15 +47,19 @@ from switchyard.engine.draft_proposer import DraftModelProposer, DraftProposal
 from switchyard.engine.row_argmax import row_argmax
 from switchyard.engine.sampler import Sampler, SamplingBatch, SamplingRow, greedy_argmax
 from switchyard.engine.sequence import Sequence
+from switchyard.engine.speculator_proposer import SpeculatorProposer
 from switchyard.engine.structured import StructuredOutputManager
+
+SPECULATIVE_METHODS = ("ngram", "draft", "speculator")
 
 
 @dataclass(frozen=True)
 class SpecDecodeConfig:
     method: str = "ngram"
-    """`ngram` (prompt lookup, no extra model) or `draft` (a small model with the same tokenizer)."""
+    """`ngram` (prompt lookup, no extra model), `draft` (a small model with the same tokenizer) or `speculator`
+    (look-ahead heads on the target's hidden state, `models.speculator`)."""
     draft_model: str | None = None
-    """The draft model's folder (or bundled name) for method `draft`."""
+    """The draft model's or the speculator's folder (or bundled name) for methods `draft` and `speculator`."""
     num_speculative_tokens: int = 4
     ngram_max: int = 4
     """Longest suffix n-gram looked up in the sequence's history."""
@@ -58,24 +67,38 @@ class SpecDecodeConfig:
     max_batch_size: int = 8
     """Above this many running sequences, no speculation (it stops paying once the step is compute-bound)."""
     adaptive: bool = False
-    """Draft method only: time speculative and plain decode steps while serving and speculate only where it is
+    """Draft and speculator methods: time speculative and plain decode steps while serving and speculate only where it is
     faster (`spec_governor.SpeculationGovernor`). An n-gram step without a match costs what a plain step
     does, and its matches come in bursts (copying), which short probes of each mode would misjudge: measured
     on the bundled tasks, governing n-gram lookup cut its 1.47x to 1.05x."""
+    lookup_below: float = 0.6
+    """Speculator method: where the speculator gives its first guess less probability than this, propose
+    prompt lookup's continuation instead, when there is one (0: never). The speculator cannot see the context,
+    so copying from it is its weak spot and lookup's strength. On the bundled tasks the mix makes 2.97 tokens
+    a verification against the speculator's 2.21 and lookup's 1.65 (0.3-0.9 all within 2%;
+    benchmarks/RESULTS.md)."""
     mask_drafts: bool = True
-    """Draft method: sample each drafted token under the request's grammar mask (one mask fill per drafted
+    """Draft and speculator methods: sample each drafted token under the request's grammar mask (one mask fill per drafted
     token). Unmasked, a draft proposes tokens the grammar forbids, and each such proposal is cut there or
     verified to a rejection; masked, q has p's support under the grammar and more drafts are accepted."""
 
     def __post_init__(self) -> None:
-        if self.method not in ("ngram", "draft"):
-            raise ValueError(f"unknown speculative method {self.method!r}; supported: ngram, draft")
-        if self.method == "draft" and not self.draft_model:
-            raise ValueError("speculative method 'draft' needs a draft model (--speculative-model)")
-        if self.adaptive and self.method != "draft":
+        if self.method not in SPECULATIVE_METHODS:
             raise ValueError(
-                "adaptive speculation applies to the draft method only (--speculative-method draft)"
+                f"unknown speculative method {self.method!r}; supported: {', '.join(SPECULATIVE_METHODS)}"
             )
+        if self.method in ("draft", "speculator") and not self.draft_model:
+            raise ValueError(
+                f"speculative method {self.method!r} needs a model (--speculative-model): a draft model for "
+                "'draft', a speculator folder for 'speculator'"
+            )
+        if self.adaptive and self.method == "ngram":
+            raise ValueError(
+                "adaptive speculation applies to the draft and speculator methods, not ngram "
+                "(--speculative-method draft or speculator)"
+            )
+        if not 0.0 <= self.lookup_below <= 1.0:
+            raise ValueError(f"lookup_below must be in [0, 1], got {self.lookup_below}")
         if self.num_speculative_tokens < 1:
             raise ValueError("num_speculative_tokens must be >= 1")
         if not 1 <= self.ngram_min <= self.ngram_max:
@@ -148,13 +171,35 @@ class PendingVerification:
 
 class SpecDecoder:
     def __init__(
-        self, config: SpecDecodeConfig, sampler: Sampler, draft: DraftModelProposer | None = None
+        self,
+        config: SpecDecodeConfig,
+        sampler: Sampler,
+        draft: DraftModelProposer | None = None,
+        speculator: SpeculatorProposer | None = None,
     ) -> None:
         self.config = config
         self.sampler = sampler
         self.proposer: Proposer = NgramProposer(config.ngram_min, config.ngram_max)
         self.draft = draft
+        self.speculator = speculator
         self.stats = SpecDecodeStats()
+
+    @property
+    def wants_hidden_states(self) -> bool:
+        """Whether the engine must hand over the target's hidden states (`observe`)."""
+        return self.speculator is not None
+
+    def observe(self, seq: Sequence, hidden: torch.Tensor) -> None:
+        """The target's hidden state whose logits gave seq's newest token (speculator method)."""
+        if self.speculator is not None:
+            self.speculator.observe(seq, hidden)
+
+    def release(self, seq_id: int) -> None:
+        """Forget a finished sequence's proposer state."""
+        if self.draft is not None:
+            self.draft.release(seq_id)
+        if self.speculator is not None:
+            self.speculator.release(seq_id)
 
     @staticmethod
     def eligible(seq: Sequence) -> bool:
@@ -184,12 +229,13 @@ class SpecDecoder:
         it forbids."""
         wanted = [(seq, min(self.config.num_speculative_tokens, room)) for seq, room in requests]
         wanted = [(seq, k) for seq, k in wanted if k >= 1]
-        if self.draft is not None:
-            self.draft.release_finished(live_seq_ids | {seq.seq_id for seq, _ in wanted})
+        learned = self.draft or self.speculator
+        if learned is not None:
+            learned.release_finished(live_seq_ids | {seq.seq_id for seq, _ in wanted})
             mask = None
             if structured is not None and self.config.mask_drafts:
                 mask = functools.partial(structured.mask_logits, keep=True)
-            found = self.draft.propose(wanted, mask)
+            found = learned.propose(wanted, mask)
         else:
             found = {seq.seq_id: DraftProposal(*self.proposer.propose(seq.token_ids, k)) for seq, k in wanted}
         out = {}

@@ -52,15 +52,16 @@ class PackedLinear(nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, packed"
 
 
-def pack_linear_layers(model: nn.Module) -> int:
-    """Replace the model's projection layers by PackedLinear in place; returns how many were packed.
+def pack_linear_layers(model: nn.Module, every_linear: bool = False) -> int:
+    """Replace the model's projection layers (with `every_linear`, all its nn.Linear layers) by PackedLinear
+    in place; returns how many were packed.
 
     A tied LM head gets a packed copy of its weight, since the embedding lookup needs the plain layout.
     """
     targets = [
         (name, module)
         for name, module in model.named_modules()
-        if isinstance(module, nn.Linear) and name.rsplit(".", 1)[-1] in _PACKED_MODULES
+        if isinstance(module, nn.Linear) and (every_linear or name.rsplit(".", 1)[-1] in _PACKED_MODULES)
     ]
     for name, module in targets:
         parent_name, _, attr = name.rpartition(".")

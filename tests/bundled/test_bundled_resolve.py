@@ -9,6 +9,7 @@ from switchyard.bundled import (
     BUNDLED_MODELS,
     DRAFT_MODEL,
     MAIN_MODEL,
+    SPECULATOR_MODEL,
     BundledModelNotBuiltError,
     ModelNotFoundError,
     resolve_model,
@@ -17,7 +18,7 @@ from switchyard.errors import ModelLoadError
 
 
 def test_bundled_names_point_into_the_package() -> None:
-    assert set(BUNDLED_MODELS) == {MAIN_MODEL, DRAFT_MODEL}
+    assert set(BUNDLED_MODELS) == {MAIN_MODEL, DRAFT_MODEL, SPECULATOR_MODEL}
     package = Path(bundled.__file__).parent
     assert all(path.parent == package / "models" for path in BUNDLED_MODELS.values())
 

@@ -265,6 +265,7 @@ def sample_prefixes(
     params: SamplingParams,
     samples: int,
     mask_drafts: bool = True,
+    lookup_below: float = 0.6,
 ) -> tuple[dict[tuple[int, ...], int], LLMEngine]:
     """Run `samples` copies of one request with speculation on; count each output's token sequence."""
     engine = LLMEngine(
@@ -275,10 +276,11 @@ def sample_prefixes(
             max_num_seqs=256,
             kv_cache_memory=16 << 20,
             speculative_method=method,
-            speculative_model=str(draft) if method == "draft" else None,
+            speculative_model=str(draft) if method in ("draft", "speculator") else None,
             num_speculative_tokens=K,
             spec_max_batch_size=256,
             spec_mask_drafts=mask_drafts,
+            spec_lookup_below=lookup_below,
             seed=1,
         )
     )
@@ -333,16 +335,35 @@ def sampled_cases(methods: list[str], default_run: set[tuple[str, str]]) -> list
     return cases
 
 
+@pytest.fixture(scope="module")
+def peaky_speculator(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Random look-ahead heads over the 8-token models' 32-wide hidden state: distributions that differ from
+    the target's, as a draft's do."""
+    from switchyard.models.speculator import Speculator, SpeculatorConfig
+
+    folder = tmp_path_factory.mktemp("peaky-speculator")
+    torch.manual_seed(9)
+    Speculator(SpeculatorConfig(hidden_size=32, vocab_size=VOCAB, num_steps=K)).save(folder)
+    return folder
+
+
 @pytest.mark.parametrize(
-    ("params", "method"), sampled_cases(["ngram", "draft"], {("t1", "ngram"), ("t1", "draft")})
+    ("params", "method"),
+    sampled_cases(["ngram", "draft", "speculator"], {("t1", "ngram"), ("t1", "draft"), ("t1", "speculator")}),
 )
 def test_speculative_sampling_is_lossless(
-    peaky_model: tuple[Path, list[int]], peaky_draft: Path, params: SamplingParams, method: str
+    peaky_model: tuple[Path, list[int]],
+    peaky_draft: Path,
+    peaky_speculator: Path,
+    params: SamplingParams,
+    method: str,
 ) -> None:
     """Chi-square goodness of fit of 16k sampled 4-token prefixes against the exact law (power: a 2% total
     variation error gives a statistic far above the 0.1% critical value)."""
     folder, prompt = peaky_model
-    counts, _ = sample_prefixes(folder, peaky_draft, method, prompt, params, samples=16_000)
+    proposer = peaky_speculator if method == "speculator" else peaky_draft
+    # The speculator's own drafts, every time: the grammar case below mixes in prompt lookup (the default).
+    counts, _ = sample_prefixes(folder, proposer, method, prompt, params, samples=16_000, lookup_below=0.0)
     assert_matches_law(counts, exact_joint(folder, prompt, params))
 
 
@@ -387,12 +408,12 @@ def lettered_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path,
 @pytest.mark.parametrize(
     ("params", "proposer"),
     sampled_cases(
-        ["ngram", "draft", "unmasked draft"],
-        {("t0.7-top_p0.8", "draft"), ("t1", "unmasked draft")},
+        ["ngram", "draft", "unmasked draft", "speculator"],
+        {("t0.7-top_p0.8", "draft"), ("t1", "unmasked draft"), ("t0.7-top_p0.8", "speculator")},
     ),
 )
 def test_speculative_sampling_under_a_grammar_is_lossless(
-    lettered_pair: tuple[Path, Path, list[int]], params: SamplingParams, proposer: str
+    lettered_pair: tuple[Path, Path, list[int]], peaky_speculator: Path, params: SamplingParams, proposer: str
 ) -> None:
     """Under a grammar the law is the target's masked distribution. A draft sampled under the grammar's mask
     proposes only allowed tokens. Unmasked (`spec_mask_drafts=False`) it proposes forbidden ones, which
@@ -403,8 +424,9 @@ def test_speculative_sampling_under_a_grammar_is_lossless(
     folder, draft, prompt = lettered_pair
     constrained = dataclasses.replace(params, structured_outputs=StructuredOutputsParams(regex=LETTER_REGEX))
     method, masked = proposer.split()[-1], proposer != "unmasked draft"
+    model = peaky_speculator if method == "speculator" else draft
     counts, engine = sample_prefixes(
-        folder, draft, method, prompt, constrained, samples=16_000, mask_drafts=masked
+        folder, model, method, prompt, constrained, samples=16_000, mask_drafts=masked
     )
     assert engine.spec_decoder is not None
     forbidden = engine.spec_decoder.stats.forbidden_drafts

@@ -114,5 +114,5 @@ def test_engine_times_both_modes(tiny_model_dir: Path) -> None:
 
 
 def test_adaptive_ngram_is_refused(tiny_model_dir: Path) -> None:
-    with pytest.raises(ValueError, match="draft method only"):
+    with pytest.raises(ValueError, match="draft and speculator methods, not ngram"):
         LLM(model=str(tiny_model_dir), dtype="float32", speculative_method="ngram", spec_adaptive=True)
