@@ -226,8 +226,6 @@ class LLMEngine:
         self.num_prompt_tokens = 0
         self.spec_decoder: SpecDecoder | None = None
         self._proposals: dict[int, DraftProposal] = {}
-        self._accepted: dict[int, int] = {}
-        """This step's accepted draft counts, by seq_id: which verified row gave each newest token."""
         """This step's proposals being verified: their draft distributions (draft-model method, sampled
         requests) and the grammar masks filled while drafting."""
         if spec_config is not None:
@@ -625,7 +623,7 @@ class LLMEngine:
         if verifying:
             touched += [r for r in self._verify_drafts(result) if r not in touched]
         if self.spec_decoder is not None and self.spec_decoder.wants_hidden_states:
-            self._observe_hidden(result, verifying)
+            self._observe_sampled_hidden(result)
         for request in touched:
             outputs.append(self._request_output(request))
             self._forget_if_done(request)
@@ -849,7 +847,6 @@ class LLMEngine:
                     self._fail_verification(item.seq.request, exc)
         for item, (emitted, accepted) in verdicts:
             seq = item.seq
-            self._accepted[seq.seq_id] = accepted
             try:
                 # KV is valid up to the last accepted draft; the bonus token is computed next step.
                 seq.num_computed_tokens = seq.num_tokens + accepted
@@ -860,26 +857,19 @@ class LLMEngine:
                 if not seq.is_finished:
                     self.block_manager.trim(seq, seq.num_tokens)
                     self.block_manager.cache_full_blocks(seq)
+                    if spec.wants_hidden_states:  # row `accepted` gave the newest token
+                        spec.observe(seq, result.verify_hidden[seq.seq_id][accepted])
             except Exception as exc:
                 self._fail_verification(seq.request, exc)
         return touched
 
-    def _observe_hidden(self, result: ForwardResult, verifying: frozenset[int]) -> None:
-        """Hand the speculator the hidden state behind each live sequence's newest token: a sampled row's, or a
-        verified chunk's row at the position that gave its last emitted token (the accepted count)."""
+    def _observe_sampled_hidden(self, result: ForwardResult) -> None:
+        """Hand the speculator the hidden state behind each sampled sequence's newest token."""
         spec = self.spec_decoder
-        assert spec is not None
-        if result.sampled_hidden is not None:
-            for row, seq in enumerate(result.sampled_seqs):
-                if not seq.is_finished and seq.sample_index == 0 and seq.request.params.n == 1:
-                    spec.observe(seq, result.sampled_hidden[row])
-        running = {seq.seq_id: seq for seq in self.scheduler.running}
-        for seq_id, hidden in result.verify_hidden.items():
-            seq = running.get(seq_id)
-            accepted = self._accepted.pop(seq_id, None)
-            if seq is not None and accepted is not None and not seq.is_finished:
-                spec.observe(seq, hidden[accepted])
-        self._accepted.clear()
+        assert spec is not None and result.sampled_hidden is not None
+        for row, seq in enumerate(result.sampled_seqs):
+            if not seq.is_finished and seq.sample_index == 0 and seq.request.params.n == 1:
+                spec.observe(seq, result.sampled_hidden[row])
 
     def _fail_verification(self, request: Request, exc: Exception) -> None:
         logger.exception("verification failed for request %s", request.request_id, exc_info=exc)
