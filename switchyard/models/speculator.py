@@ -52,6 +52,12 @@ class SpeculatorConfig:
         if self.hidden_size < 1 or self.vocab_size < 1 or self.num_steps < 1:
             raise SpeculatorFormatError(f"speculator sizes must be positive: {self}")
 
+    @property
+    def num_parameters(self) -> int:
+        """Per step a state product, a token embedding and a norm (weight and bias); one shared LM head."""
+        hidden, vocab = self.hidden_size, self.vocab_size
+        return self.num_steps * (hidden * hidden + vocab * hidden + 2 * hidden) + vocab * hidden
+
     def to_json(self) -> dict[str, object]:
         return {"architectures": [ARCHITECTURE], **asdict(self)}
 

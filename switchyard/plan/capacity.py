@@ -93,6 +93,8 @@ class PlanInputs:
     draft_config: ModelArchConfig | None = None
     """A speculative draft model (`--speculative-model`): its weights (in dtype, unquantized, whole on every
     device) and its KV cache, one draft block per target block as the engine allocates them, share the memory."""
+    speculator_parameters: int = 0
+    """A speculator's parameters (`--speculative-model` naming one): weights beside the target's, no KV cache."""
 
 
 @dataclass(frozen=True)
@@ -234,6 +236,9 @@ def make_plan(inputs: PlanInputs) -> CapacityPlan:
     if inputs.draft_config is not None:
         draft_weights = weights_bytes(count_parameters(inputs.draft_config), dtype, "none", 1)
         draft_per_token = kv_bytes_per_token(inputs.draft_config, kv_dtype)
+    elif inputs.speculator_parameters:
+        # Unquantized and whole on every device, as a draft's: counted as "other" parameters in dtype.
+        draft_weights = weights_bytes(ParamCounts(0, 0, 0, 0, inputs.speculator_parameters), dtype, "none", 1)
     activation = analytic_activation_bytes(config, inputs.max_num_batched_tokens, dtype)
     if inputs.device.is_cpu:
         # As the engine does on a CPU: the fraction applies to the RAM still available once weights are loaded.

@@ -124,7 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--speculative-model",
         default=None,
-        help="a draft model (same forms as MODEL) whose weights and KV cache share the memory, as in serve",
+        help="a draft model (same forms as MODEL) whose weights and KV cache share the memory, as in serve; "
+        "or a speculator folder (switchyard-chat-speculator), which adds weights and no KV cache",
     )
     parser.add_argument("--json", action="store_true", help="print the plan as JSON")
     return parser
@@ -148,6 +149,17 @@ def load_config(model: str):  # type: ignore[no-untyped-def]
         if not path.is_file():
             raise ValueError(f"no config.json in {path.parent}")
     return ModelArchConfig.from_dict(json.loads(path.read_text()), str(path))
+
+
+def load_speculator_config(model: str):  # type: ignore[no-untyped-def]
+    """The config of a speculator folder (or bundled speculator name), or None when `model` is not one."""
+    from switchyard.bundled import BUNDLED_MODELS
+    from switchyard.models.speculator import CONFIG_FILE, SpeculatorConfig, is_speculator_folder
+
+    folder = BUNDLED_MODELS.get(model, Path(model).expanduser())
+    if not is_speculator_folder(folder):
+        return None
+    return SpeculatorConfig.from_json(json.loads((folder / CONFIG_FILE).read_text()))
 
 
 def _gib(num: float) -> str:
@@ -188,6 +200,10 @@ def render(plan) -> str:  # type: ignore[no-untyped-def]
                 "   (a draft block beside every target block)",
             ]
             if inputs.draft_config is not None
+            else [
+                f"{'speculator weights (speculative)':<34}{_gib(plan.draft_weights_bytes):>16}   (no KV cache)"
+            ]
+            if inputs.speculator_parameters
             else []
         ),
         f"{'KV blocks':<34}{plan.num_blocks:>16,}   ({inputs.block_size} tokens each, "
@@ -237,9 +253,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (SwitchyardError, OSError, ValueError) as exc:
         parser.error(f"cannot read model {args.model!r}: {exc}")
     draft_config = None
+    speculator_parameters = 0
     if args.speculative_model is not None:
         try:
-            draft_config = load_config(args.speculative_model)
+            speculator = load_speculator_config(args.speculative_model)
+            if speculator is not None:
+                speculator_parameters = speculator.num_parameters
+            else:
+                draft_config = load_config(args.speculative_model)
         except (SwitchyardError, OSError, ValueError) as exc:
             parser.error(f"cannot read speculative model {args.speculative_model!r}: {exc}")
     from switchyard.plan.capacity import PlanInputs, make_plan
@@ -262,6 +283,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         batch_sizes=args.batch_sizes,
         context_len=args.context_len,
         draft_config=draft_config,
+        speculator_parameters=speculator_parameters,
     )
     try:
         plan = make_plan(inputs)

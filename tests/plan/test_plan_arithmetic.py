@@ -172,3 +172,21 @@ def test_a_draft_model_shares_the_memory(capsys: pytest.CaptureFixture[str]) -> 
     assert spec.num_blocks == spec.kv_budget_bytes // per_block < plain.num_blocks
     assert main(["plan", "qwen2.5-7b", "--device", "h100-80g", "--speculative-model", "qwen2.5-0.5b"]) == 0
     assert "draft weights (speculative)" in capsys.readouterr().out
+
+
+def test_a_speculator_adds_its_weights_and_no_cache(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    """A speculator folder as --speculative-model: its weights come off the budget, the blocks stay the
+    target's alone."""
+    from switchyard.models.speculator import Speculator, SpeculatorConfig
+
+    config = SpeculatorConfig(hidden_size=896, vocab_size=151936, num_steps=3)
+    assert config.num_parameters == sum(p.numel() for p in Speculator(config).parameters())
+    inputs = PlanInputs(shape("qwen2.5-7b"), "qwen2.5-7b", parse_device("h100-80g"), max_model_len=8192)
+    plain = make_plan(inputs)
+    spec = make_plan(dataclasses.replace(inputs, speculator_parameters=config.num_parameters))
+    assert spec.draft_weights_bytes == 2 * config.num_parameters and spec.draft_kv_bytes_per_token == 0
+    assert spec.kv_budget_bytes == plain.kv_budget_bytes - 2 * config.num_parameters
+    folder = tmp_path / "speculator"
+    Speculator(SpeculatorConfig(hidden_size=64, vocab_size=320)).save(folder)
+    assert main(["plan", "qwen2.5-7b", "--device", "h100-80g", "--speculative-model", str(folder)]) == 0
+    assert "speculator weights (speculative)" in capsys.readouterr().out
