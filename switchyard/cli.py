@@ -384,7 +384,7 @@ DELEGATED_COMMANDS = {
     "eval-default": ("switchyard.bundled.quality", "run the bundled model's quality gate"),
     "train-speculator": (
         "switchyard.bundled.train_speculator",
-        "train look-ahead heads for speculative decoding on a main model (about 10 minutes)",
+        "train look-ahead heads for speculative decoding on a main model (about 20 minutes)",
     ),
     "demo": ("switchyard.demo", "offline generation demo on a small random-initialised model"),
     "bench": (

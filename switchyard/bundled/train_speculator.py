@@ -40,8 +40,9 @@ from switchyard.models.speculator import Speculator, SpeculatorConfig
 @dataclass(frozen=True)
 class SpeculatorRecipe:
     num_steps: int = 4
-    minutes: float = 10.0
-    """Training time, the target's forward passes included."""
+    minutes: float = 20.0
+    """Training time, the target's forward passes included. For the bundled model, 20 minutes against 10:
+    held-out first-step agreement 0.679 against 0.664, 3.25 tokens a verification in the engine against 3.15."""
     batch_tokens: int = 8192
     """Conversation tokens per step through the target (about 20 conversations)."""
     lr: float = 1e-2
@@ -302,6 +303,8 @@ def speculator_card(main: str, recipe: SpeculatorRecipe, result: SpeculatorTrain
 Recurrent look-ahead heads over `{main}`'s final hidden state (`switchyard.models.speculator`), for
 speculative decoding: `switchyard serve --model {main} --speculative-method speculator`. Each proposal step
 is one small matrix product, one embedding row, a norm and the LM head, with no attention and no KV cache.
+Where its first guess has less probability than `--spec-lookup-below` (0.6), the engine proposes prompt
+lookup's continuation instead: the speculator does not see the context, and copying from it is lookup's job.
 
 Trained by `switchyard train-speculator` ({result.steps} steps, {result.positions} positions, {result.seconds / 60:.1f}
 minutes; final distillation loss {result.final_loss:.3f}), distilling `{main}`'s own distributions on a fresh

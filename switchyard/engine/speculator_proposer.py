@@ -65,8 +65,9 @@ class SpeculatorProposer:
         return len(self._states)
 
     def observe(self, seq: Sequence, hidden: torch.Tensor) -> None:
-        """Record the hidden state whose logits gave seq's newest token."""
-        self._states[seq.seq_id] = HiddenState(seq.num_tokens, hidden)
+        """Record the hidden state whose logits gave seq's newest token. Copied: a view would keep the whole
+        step's hidden states alive for as long as the sequence waits (preempted, paused)."""
+        self._states[seq.seq_id] = HiddenState(seq.num_tokens, hidden.clone())
 
     def release(self, seq_id: int) -> None:
         self._states.pop(seq_id, None)
@@ -159,16 +160,17 @@ class SpeculatorProposer:
     def _propose_greedy(
         self, active: list[tuple[Sequence, int]], first: tuple[torch.Tensor, torch.Tensor]
     ) -> dict[int, DraftProposal]:
-        """Greedy rows without grammars, the common case: every step's argmax stays a tensor, and the guesses
-        come back to Python once."""
+        """Greedy rows without grammars, the common case: the guesses stay tensors and come back to Python
+        once. (Stopping early where the guesses so far were unlikely to be accepted did not pay: a step costs
+        less than the tokens it adds, RESULTS.md.)"""
         hidden, logits = first
-        current = logits[:, : self.target_vocab_size].float().argmax(dim=-1)  # bf16 argmax is 4x slower here
+        current = (
+            logits[:, : self.target_vocab_size].float().argmax(dim=-1)
+        )  # a bf16 argmax is 4x slower here
         guesses = [current]
         for index in range(1, max(k for _, k in active)):
             hidden, logits = self.model.step(index, hidden, current)
-            current = (
-                logits[:, : self.target_vocab_size].float().argmax(dim=-1)
-            )  # bf16 argmax is 4x slower here
+            current = logits[:, : self.target_vocab_size].float().argmax(dim=-1)
             guesses.append(current)
         rows = torch.stack(guesses, dim=1).tolist()
         return {seq.seq_id: DraftProposal(row[:k]) for (seq, k), row in zip(active, rows, strict=True)}
