@@ -184,3 +184,31 @@ def test_prompt_lookup_proposes_where_the_speculator_is_unsure() -> None:
     )
     seq.token_ids.append(4)
     assert proposer.propose([(seq, 3)]) == {}  # the state belongs to the previous token
+
+
+def test_greedy_speculation_under_a_json_schema_stays_identical_and_valid(
+    tiny_model_dir: Path, fitted_speculator: Path
+) -> None:
+    """Under a grammar the speculator drafts through the masked path (each guess drawn under the grammar's
+    mask): outputs equal plain decoding's and parse against the schema."""
+    from switchyard.engine.structured import StructuredOutputsParams
+
+    schema = {
+        "type": "object",
+        "properties": {"items": {"type": "array", "items": {"enum": ["ab", "cd"]}, "maxItems": 20}},
+        "required": ["items"],
+    }
+    params = SamplingParams(
+        temperature=0, max_tokens=120, structured_outputs=StructuredOutputsParams(json=schema)
+    )
+    batch = prompts(4, seed=11)
+    plain = LLM(model=str(tiny_model_dir), dtype="float32", max_model_len=512)
+    expected = [o.outputs[0] for o in plain.generate(batch, params, use_tqdm=False)]
+    spec = speculating_llm(tiny_model_dir, fitted_speculator, spec_lookup_below=0.0)
+    got = [o.outputs[0] for o in spec.generate(batch, params, use_tqdm=False)]
+    assert [o.token_ids for o in got] == [o.token_ids for o in expected]
+    for output in got:
+        if output.finish_reason == "stop":
+            assert set(json.loads(output.text)) == {"items"}
+    decoder = spec.engine.spec_decoder
+    assert decoder is not None and decoder.stats.proposed > 0 and decoder.stats.forbidden_drafts == 0
