@@ -285,7 +285,7 @@ def main() -> None:
         "--temperature",
         type=float,
         default=0.0,
-        help="--workload json: sample, seeded per request (outputs then differ from plain decoding's)",
+        help="sample, seeded per request (outputs then differ from plain decoding's, so compare rates only)",
     )
     parser.add_argument(
         "--ignore-eos",
@@ -336,6 +336,13 @@ def main() -> None:
             prompts, replies = paragraph_prompts(plain, max(batch, args.requests), args.sentences)
         else:
             prompts = copy_prompts(plain, batch, args.words)
+        if args.temperature > 0 and args.workload != "json":
+            params = [
+                SamplingParams(
+                    temperature=args.temperature, seed=i, max_tokens=args.max_tokens, ignore_eos=ignore_eos
+                )
+                for i in range(len(prompts))
+            ]
         warm_up(plain, prompts, params, batch)
         plain_decode: list[float] = []
         plain_s, plain_out = timed(plain, prompts, params, batch, plain_decode)
