@@ -69,8 +69,9 @@ class EngineConfig:
     """Speculator method: prompt lookup proposes instead where the speculator's first guess has less probability
     than this (0: never; `SpecDecodeConfig.lookup_below`)."""
     spec_mask_drafts: bool = True
-    """Draft and speculator methods: sample each drafted token under the request's grammar mask, so a draft never proposes what
-    the grammar forbids (off only to measure what the mask is worth: `benchmarks/spec_decode.py`)."""
+    """Draft and speculator methods: sample each drafted token under the request's grammar mask, so a draft
+    never proposes what the grammar forbids (off only to measure what the mask is worth:
+    `benchmarks/spec_decode.py`)."""
     seed: int = 0
     """Seed of the random stream shared by requests that bring no seed of their own."""
     skip_tokenizer: bool = False

@@ -43,7 +43,8 @@ class KVCacheBudget:
         mib = 1 << 20
         draft = ""
         if self.draft_kv_bytes_per_token:
-            draft = f", draft weights {self.draft_weights_bytes / mib:.1f} MiB and KV {self.draft_kv_bytes_per_token} B/token"
+            weights = self.draft_weights_bytes / mib
+            draft = f", draft weights {weights:.1f} MiB and KV {self.draft_kv_bytes_per_token} B/token"
         elif self.draft_weights_bytes:  # a speculator: weights, no cache of its own
             draft = f", speculator weights {self.draft_weights_bytes / mib:.1f} MiB"
         return (

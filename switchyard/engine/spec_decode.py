@@ -67,20 +67,21 @@ class SpecDecodeConfig:
     max_batch_size: int = 8
     """Above this many running sequences, no speculation (it stops paying once the step is compute-bound)."""
     adaptive: bool = False
-    """Draft and speculator methods: time speculative and plain decode steps while serving and speculate only where it is
-    faster (`spec_governor.SpeculationGovernor`). An n-gram step without a match costs what a plain step
-    does, and its matches come in bursts (copying), which short probes of each mode would misjudge: measured
-    on the bundled tasks, governing n-gram lookup cut its 1.47x to 1.05x."""
+    """Draft and speculator methods: time speculative and plain decode steps while serving and speculate only
+    where it is faster (`spec_governor.SpeculationGovernor`). An n-gram step without a match costs what a plain
+    step does, and its matches come in bursts (copying), which short probes of each mode would misjudge:
+    measured on the bundled tasks, governing n-gram lookup cut its 1.47x to 1.05x."""
     lookup_below: float = 0.6
     """Speculator method: where the speculator gives its first guess less probability than this, propose
     prompt lookup's continuation instead, when there is one (0: never). The speculator cannot see the context,
-    so copying from it is its weak spot and lookup's strength. On the bundled tasks the mix makes 2.97 tokens
-    a verification against the speculator's 2.21 and lookup's 1.65 (0.3-0.9 all within 2%;
-    benchmarks/RESULTS.md)."""
+    so copying from it is its weak spot and lookup's strength. On the bundled tasks the mix makes 3.07 tokens
+    a verification against the speculator's 2.29 and lookup's 1.65 (thresholds 0.3-0.9 within 2%;
+    `benchmarks/speculator_mix.py`)."""
     mask_drafts: bool = True
-    """Draft and speculator methods: sample each drafted token under the request's grammar mask (one mask fill per drafted
-    token). Unmasked, a draft proposes tokens the grammar forbids, and each such proposal is cut there or
-    verified to a rejection; masked, q has p's support under the grammar and more drafts are accepted."""
+    """Draft and speculator methods: sample each drafted token under the request's grammar mask (one mask fill
+    per drafted token). Unmasked, a draft proposes tokens the grammar forbids, and each such proposal is cut
+    there or verified to a rejection; masked, q has p's support under the grammar and more drafts are
+    accepted."""
 
     def __post_init__(self) -> None:
         if self.method not in SPECULATIVE_METHODS:
