@@ -48,6 +48,9 @@ class SamplingParams:
     truncate_prompt_tokens: int | None = None
     """Keep only the prompt's last k tokens; -1 keeps as many as the context leaves room for beside
     max_tokens."""
+    speculative: bool = True
+    """False decodes this request without speculation even when the engine speculates (its output law is the
+    same either way; this only opts it out of proposals, e.g. for latency measurements)."""
 
     def __post_init__(self) -> None:
         self._check_types()

@@ -30,8 +30,9 @@ KV cache and forward passes) and a speculator (`speculator_proposer`: small look
 own hidden state, which the engine hands over after each sampling or verification, `observe`). On a CPU with
 a small target a draft model's step costs most of a target step, and only the speculator pays (RESULTS.md).
 
-Falls back to plain decoding for requests with n > 1, logprobs or prompt logprobs, and for the whole step when more than `max_batch_size` sequences are running (speculation stops paying once the batch makes
-the step compute-bound; see benchmarks/RESULTS.md).
+Falls back to plain decoding for requests with n > 1, logprobs or prompt logprobs or `speculative=False`, and for
+the whole step when more than `max_batch_size` sequences are running (speculation stops paying once the batch
+makes the step compute-bound; see benchmarks/RESULTS.md).
 """
 
 from __future__ import annotations
@@ -206,7 +207,8 @@ class SpecDecoder:
     def eligible(seq: Sequence) -> bool:
         params = seq.request.params
         return (
-            params.n == 1
+            params.speculative
+            and params.n == 1
             and params.logprobs is None
             and params.prompt_logprobs is None
             and seq.num_computed_tokens == seq.num_tokens - 1

@@ -213,6 +213,8 @@ class _SamplingRequest(_Request):
     allowed_token_ids: list[int] | None = None
     bad_words: list[str] | None = None
     truncate_prompt_tokens: int | None = None
+    speculative: bool = True
+    """Switchyard extra: false opts this request out of speculative decoding on a server that speculates."""
     """Keep only the prompt's last k tokens (-1: as many as fit beside max_tokens)."""
     prompt_logprobs: int | None = None
     """vLLM's: each prompt token's logprob and rank, with this many top alternatives (not when streaming)."""
@@ -276,6 +278,7 @@ class _SamplingRequest(_Request):
             bad_words=list(self.bad_words or []),
             truncate_prompt_tokens=self.truncate_prompt_tokens,
             prompt_logprobs=self.prompt_logprobs,
+            speculative=self.speculative,
         )
 
 

@@ -212,3 +212,19 @@ def test_greedy_speculation_under_a_json_schema_stays_identical_and_valid(
             assert set(json.loads(output.text)) == {"items"}
     decoder = spec.engine.spec_decoder
     assert decoder is not None and decoder.stats.proposed > 0 and decoder.stats.forbidden_drafts == 0
+
+
+def test_a_request_can_opt_out_of_speculation(tiny_model_dir: Path, fitted_speculator: Path) -> None:
+    """`speculative=False` decodes that request plainly (no proposal is made for it), beside others that
+    speculate, with the same tokens either way."""
+    spec = speculating_llm(tiny_model_dir, fitted_speculator)
+    batch = prompts(2, seed=12)
+    on = SamplingParams(temperature=0, max_tokens=30, ignore_eos=True)
+    off = SamplingParams(temperature=0, max_tokens=30, ignore_eos=True, speculative=False)
+    decoder = spec.engine.spec_decoder
+    assert decoder is not None
+    alone_off = spec.generate(batch[:1], off, use_tqdm=False)[0].outputs[0].token_ids
+    assert decoder.stats.proposed == 0
+    mixed = spec.generate(batch, [off, on], use_tqdm=False)
+    assert mixed[0].outputs[0].token_ids == alone_off
+    assert 0 < decoder.stats.steps <= 29  # only the second request's steps verified proposals
