@@ -1,8 +1,8 @@
 """Turns a scheduled step into one forward pass: flat inputs, attention metadata, KV copies, logits.
 
-Inputs are laid out decodes first (sequences computing exactly one token), then prefill chunks, matching what
-`models.attention` expects. Only the rows that are sampled (and prompt-logprob rows, when asked) go through the
-LM head, which on large vocabularies is a big share of a step.
+Inputs are laid out decodes first (sequences computing exactly one token), then speculative verification
+chunks, then prefill chunks, matching what `models.attention` expects. Only the rows that are sampled (and
+prompt-logprob rows, when asked) go through the LM head, which on large vocabularies is a big share of a step.
 """
 
 from __future__ import annotations
@@ -111,7 +111,10 @@ class ModelRunner:
         """Flatten the step into model inputs; pure bookkeeping, no model work."""
         bs = self.block_size
         decodes = [seq for seq, n in scheduled if n == 1]
-        prefills = [(seq, n) for seq, n in scheduled if n > 1]
+        # Verification chunks come right after the decodes, attended together (`attention.VerifyBatch`).
+        prefills = [(seq, n) for seq, n in scheduled if n > 1 and seq.seq_id in verifying]
+        num_verifying = len(prefills)
+        prefills += [(seq, n) for seq, n in scheduled if n > 1 and seq.seq_id not in verifying]
 
         # Decodes: one token each, built with comprehensions since this runs for every running sequence.
         shift = bs.bit_length() - 1
@@ -158,9 +161,11 @@ class ModelRunner:
             block_size=bs,
             decode_block_tables=decode_tables,
             decode_context_lens=decode_lens,
-            prefill_spans=spans,
+            prefill_spans=spans[num_verifying:] if num_verifying > 1 else spans,
             device=device,
             sliding_window=self.sliding_window,
+            # One chunk alone goes the prefill way, which costs fewer operations than the padded layout.
+            verify_spans=spans[:num_verifying] if num_verifying > 1 else None,
         )
         return StepInputs(
             input_ids=torch.tensor(input_ids, dtype=torch.long, device=device),
