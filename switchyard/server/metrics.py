@@ -96,6 +96,15 @@ class ServerMetrics:
         self.prefix_cache_hit_rate = gauge(
             "switchyard:prefix_cache_hit_rate", "Cached share of looked-up prompt tokens since start (0-1)."
         )
+        self.spec_acceptance_rate = gauge(
+            "switchyard:spec_decode_acceptance_rate",
+            "Speculative decoding: accepted share of proposed tokens since start (0-1; 0 without speculation).",
+        )
+        self.spec_mean_accepted_length = gauge(
+            "switchyard:spec_decode_mean_accepted_length",
+            "Speculative decoding: tokens emitted per verifying sequence-step since start (accepted drafts plus the "
+            "bonus or corrected token; 0 without speculation).",
+        )
         self._preemptions_by_priority = Counter(
             "switchyard:num_preemptions_by_priority",
             "Sequences preempted by recompute, by the priority of the preempted request.",
@@ -177,6 +186,11 @@ class ServerMetrics:
         self._advance(self._grammar_events, "event", stats.grammar_events)
         self._advance(self._grammar_seconds, "phase", stats.grammar_seconds)
         self._advance(self._spec_tokens, "kind", stats.spec_decode)
+        spec = stats.spec_decode
+        if spec.get("proposed"):
+            self.spec_acceptance_rate.set(spec["accepted"] / spec["proposed"])
+        if spec.get("steps"):
+            self.spec_mean_accepted_length.set(spec["emitted"] / spec["steps"])
         for output in report.outputs:
             self._observe_output(output, report.time)
 

@@ -35,6 +35,11 @@ def test_speculation_shows_in_the_metrics_and_a_request_can_opt_out(speculating:
     after_on = counters(speculating)
     assert after_on["proposed"] > 0 and after_on["accepted"] > 0
     assert after_on["emitted"] > after_on["steps"]  # mean accepted length per step above one
+    text = speculating.http().get("/metrics").text
+    rate = metric(text, "switchyard:spec_decode_acceptance_rate")
+    assert rate == pytest.approx(after_on["accepted"] / after_on["proposed"])
+    length = metric(text, "switchyard:spec_decode_mean_accepted_length")
+    assert length == pytest.approx(after_on["emitted"] / after_on["steps"]) and length > 1
     plain = client.completions.create(
         model=MODEL,
         prompt=prompt,
