@@ -228,14 +228,8 @@ def _decode_attention(
     num_decodes, num_heads, head_dim = query.shape
     num_kv_heads = k_cache.shape[-2]
     group = num_heads // num_kv_heads
-    # [D * blocks, block_size, kv_heads, hd] -> [D, kv_heads, L, hd]. index_select, not advanced indexing:
-    # on CPU the latter is orders of magnitude slower for this gather.
-    tables = metadata.decode_block_tables
-    # A cache narrower than the compute dtype is widened right after the gather (a no-op when they match).
-    k = k_cache.index_select(0, tables.view(-1)).to(query.dtype)
-    v = v_cache.index_select(0, tables.view(-1)).to(query.dtype)
-    k = k.view(num_decodes, -1, num_kv_heads, head_dim).transpose(1, 2)
-    v = v.view(num_decodes, -1, num_kv_heads, head_dim).transpose(1, 2)
+    k = _gather(k_cache, metadata.decode_block_tables, query.dtype)
+    v = _gather(v_cache, metadata.decode_block_tables, query.dtype)
     q = query.view(num_decodes, num_kv_heads, group, head_dim)
     o = F.scaled_dot_product_attention(q, k, v, attn_mask=metadata.decode_mask, scale=scale)
     return o.reshape(num_decodes, num_heads, head_dim)
@@ -292,21 +286,21 @@ def _verify_attention(
     # [S, C, kv, G, hd] -> [S, kv, G * C, hd]
     q = query.view(num_seqs, chunk, num_kv_heads, group, head_dim).permute(0, 2, 3, 1, 4)
     q = q.reshape(num_seqs, num_kv_heads, group * chunk, head_dim)
-    tables = verify.block_tables.view(-1)
-    k = (
-        k_cache.index_select(0, tables)
-        .to(query.dtype)
-        .view(num_seqs, -1, num_kv_heads, head_dim)
-        .transpose(1, 2)
-    )
-    v = (
-        v_cache.index_select(0, tables)
-        .to(query.dtype)
-        .view(num_seqs, -1, num_kv_heads, head_dim)
-        .transpose(1, 2)
-    )
+    k = _gather(k_cache, verify.block_tables, query.dtype)
+    v = _gather(v_cache, verify.block_tables, query.dtype)
     o = F.scaled_dot_product_attention(q, k, v, attn_mask=verify.grouped_mask(group), scale=scale)
     # [S, kv, G * C, hd] -> [S * C, heads, hd], then the real rows
     o = o.view(num_seqs, num_kv_heads, group, chunk, head_dim).permute(0, 3, 1, 2, 4)
     o = o.reshape(num_seqs * chunk, num_heads, head_dim)
     return o.index_select(0, verify.rows) if verify.padded else o
+
+
+def _gather(cache: torch.Tensor, tables: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """[sequences, max_blocks] block tables -> each sequence's keys (or values) [sequences, kv_heads, max_blocks *
+    block_size, head_dim]. index_select, not advanced indexing: on CPU the latter is orders of magnitude slower
+    for this gather. A cache narrower than the compute dtype is widened right after it (a no-op when they
+    match)."""
+    num_seqs = tables.shape[0]
+    num_kv_heads, head_dim = cache.shape[-2:]
+    gathered = cache.index_select(0, tables.view(-1)).to(dtype)
+    return gathered.view(num_seqs, -1, num_kv_heads, head_dim).transpose(1, 2)
