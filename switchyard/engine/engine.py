@@ -62,7 +62,7 @@ from switchyard.models.cpu_bf16 import auto_dtype, cpu_has_native_bf16
 from switchyard.models.kv_cache_dtype import resolve_kv_cache_dtype
 from switchyard.models.loader import load_model, parse_dtype
 from switchyard.models.packed_linear import can_pack, pack_linear_layers
-from switchyard.models.speculator import Speculator, load_speculator
+from switchyard.models.speculator import Speculator, is_speculator_folder, load_speculator
 from switchyard.models.tokenizer import (
     eos_token_ids,
     load_chat_template,
@@ -170,6 +170,11 @@ class LLMEngine:
             )
             if spec_config.method == "draft":
                 assert spec_config.draft_model is not None
+                if is_speculator_folder(resolve_model_path(spec_config.draft_model)):
+                    raise ModelLoadError(
+                        "this is a speculator, not a draft model: use --speculative-method speculator",
+                        spec_config.draft_model,
+                    )
                 # Loaded before the cache is sized: its weights and its cache share the memory budget.
                 draft_model = load_model(
                     resolve_model_path(spec_config.draft_model),

@@ -146,6 +146,18 @@ def test_a_speculator_for_another_model_is_refused_at_load(tiny_model_dir: Path,
         speculating_llm(tiny_model_dir, tmp_path)
 
 
+def test_a_speculator_given_as_a_draft_model_is_refused_with_the_method_to_use(
+    tiny_model_dir: Path, fitted_speculator: Path
+) -> None:
+    with pytest.raises(ModelLoadError, match="--speculative-method speculator"):
+        LLM(
+            model=str(tiny_model_dir),
+            dtype="float32",
+            speculative_method="draft",
+            speculative_model=str(fitted_speculator),
+        )
+
+
 def test_the_speculator_method_needs_a_model_outside_the_bundle(tiny_model_dir: Path) -> None:
     with pytest.raises(ValueError, match="needs a model"):
         LLM(model=str(tiny_model_dir), dtype="float32", speculative_method="speculator")
