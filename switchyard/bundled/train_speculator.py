@@ -14,6 +14,7 @@ cheap to run (no layers, no KV cache), and it learns the target's habits rather 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import time
@@ -28,13 +29,16 @@ from tokenizers import Tokenizer
 from tqdm.auto import tqdm
 
 from switchyard.bundled import BUNDLED_DIR, MAIN_MODEL, SPECULATOR_MODEL, resolve_model
+from switchyard.bundled.chat_data import chat_examples
 from switchyard.bundled.corpus import CorpusConfig, heldout_config, iter_corpus
 from switchyard.bundled.data import TokenizedExample, tokenize_examples
 from switchyard.bundled.entities import training_entities
 from switchyard.bundled.example import Category
 from switchyard.bundled.train import DefaultRecipe
+from switchyard.errors import SwitchyardError
 from switchyard.models.cpu_bf16 import cpu_has_native_bf16
 from switchyard.models.speculator import Speculator, SpeculatorConfig
+from switchyard.models.tokenizer import load_tokenizer
 
 
 @dataclass(frozen=True)
@@ -239,9 +243,12 @@ def train_speculator(
     output: str | Path = BUNDLED_DIR / SPECULATOR_MODEL,
     recipe: SpeculatorRecipe | None = None,
     progress: bool = True,
+    data: Path | None = None,
 ) -> SpeculatorTrainResult:
-    """Train a speculator for `main` on a fresh corpus of the bundled recipe's mix, measure its held-out
-    agreement, and write its folder (bf16 weights, config, card) to `output`."""
+    """Train a speculator for `main`, measure its held-out agreement, and write its folder (bf16 weights,
+    config, card) to `output`. The data: a fresh corpus of the bundled recipe's mix, or with `data` the
+    conversations of that JSONL file rendered with the model's own template (`chat_data`), its last
+    `recipe.eval_examples` held out (at most a fifth of it) and the rest repeated until the time is up."""
     recipe = recipe or SpeculatorRecipe()
     torch.manual_seed(recipe.seed)
     started = time.monotonic()
@@ -249,19 +256,32 @@ def train_speculator(
     # The target runs in bf16 where the CPU computes it natively, as the engine serves it.
     target = load_target(folder, torch.bfloat16 if cpu_has_native_bf16() else torch.float32)
     target.requires_grad_(False)
-    tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
     speculator = new_speculator(target, recipe.num_steps)
-    default = DefaultRecipe()
-    corpus = CorpusConfig(
-        seed=recipe.seed,
-        size=10_000_000,  # a stream: training stops on time, not on data
-        entities=training_entities(default.entity_count, default.real_entity_share),
-        weights=recipe.corpus_weights,
-        grounded_forms=default.grounded_forms,
-    )
-    batches = conversation_batches(tokenized_corpus(corpus, tokenizer), recipe.batch_tokens)
+    if data is None:
+        tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        default = DefaultRecipe()
+        corpus = CorpusConfig(
+            seed=recipe.seed,
+            size=10_000_000,  # a stream: training stops on time, not on data
+            entities=training_entities(default.entity_count, default.real_entity_share),
+            weights=recipe.corpus_weights,
+            grounded_forms=default.grounded_forms,
+        )
+        train: Iterable[TokenizedExample] = tokenized_corpus(corpus, tokenizer)
+        held_out: Iterable[TokenizedExample] = tokenized_corpus(
+            heldout_config(size=recipe.eval_examples), tokenizer
+        )
+        source = "a fresh corpus of the bundled recipe's mix"
+    else:
+        examples = list(chat_examples(data, load_tokenizer(folder)))
+        if len(examples) < 2:
+            raise ValueError(f"{data.name} has fewer than two conversations with assistant turns to train on")
+        split = len(examples) - min(recipe.eval_examples, max(1, len(examples) // 5))
+        train, held_out = itertools.chain.from_iterable(itertools.repeat(examples[:split])), examples[split:]
+        source = f"{split} conversations of {data.name}, rendered with the model's chat template"
+    batches = conversation_batches(iter(train), recipe.batch_tokens)
     steps, positions, loss = fit_speculator(speculator, target, batches, recipe, progress=progress)
-    per_step, run = evaluate(speculator, target, tokenizer, recipe)
+    per_step, run = evaluate(speculator, target, held_out, recipe)
     result = SpeculatorTrainResult(
         steps=steps,
         positions=positions,
@@ -271,21 +291,21 @@ def train_speculator(
         mean_accepted=run,
     )
     speculator.to(torch.bfloat16).save(output)
-    Path(output, "README.md").write_text(speculator_card(Path(str(main)).name, recipe, result))
+    Path(output, "README.md").write_text(speculator_card(Path(str(main)).name, recipe, result, source))
     return result
 
 
 def evaluate(
     speculator: Speculator,
     target: transformers.PreTrainedModel,
-    tokenizer: Tokenizer,
+    examples: Iterable[TokenizedExample],
     recipe: SpeculatorRecipe,
 ) -> tuple[list[float], float]:
-    examples = tokenized_corpus(heldout_config(size=recipe.eval_examples), tokenizer)
+    """Held-out agreement per step and mean leading run, over positions whose every step has a label."""
     sums = [0.0] * recipe.num_steps
     run_sum = 0.0
     count = 0
-    for batch_examples in conversation_batches(examples, recipe.batch_tokens):
+    for batch_examples in conversation_batches(iter(examples), recipe.batch_tokens):
         batch = target_batch(target, batch_examples, recipe.num_steps)
         per_step, run, used = agreement(speculator, batch)
         sums = [s + v * used for s, v in zip(sums, per_step, strict=True)]
@@ -295,7 +315,12 @@ def evaluate(
     return [s / count for s in sums], run_sum / count
 
 
-def speculator_card(main: str, recipe: SpeculatorRecipe, result: SpeculatorTrainResult) -> str:
+def speculator_card(
+    main: str,
+    recipe: SpeculatorRecipe,
+    result: SpeculatorTrainResult,
+    source: str = "a fresh corpus of the bundled recipe's mix",
+) -> str:
     agreement_row = " | ".join(f"{a:.3f}" for a in result.step_agreement)
     header = " | ".join(f"step {i + 1}" for i in range(len(result.step_agreement)))
     return f"""# Speculator for `{main}`
@@ -307,10 +332,10 @@ Where its first guess has less probability than `--spec-lookup-below` (0.6), the
 lookup's continuation instead: the speculator does not see the context, and copying from it is lookup's job.
 
 Trained by `switchyard train-speculator` ({result.steps} steps, {result.positions} positions, {result.seconds / 60:.1f}
-minutes; final distillation loss {result.final_loss:.3f}), distilling `{main}`'s own distributions on a fresh
-corpus of the bundled recipe's mix.
+minutes; final distillation loss {result.final_loss:.3f}), distilling `{main}`'s own distributions on
+{source}.
 
-Held-out agreement with `{main}`'s greedy token (teacher-forced, {recipe.eval_examples} held-out conversations):
+Held-out agreement with `{main}`'s greedy token (teacher-forced, held-out conversations):
 
 | {header} | mean leading run |
 | {" | ".join("---" for _ in result.step_agreement)} | --- |
@@ -332,6 +357,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--steps", type=int, default=SpeculatorRecipe.num_steps, help="tokens per proposal")
     parser.add_argument("--seed", type=int, default=SpeculatorRecipe.seed)
     parser.add_argument(
+        "--data",
+        type=Path,
+        default=None,
+        help='train on these conversations instead of the bundled corpus: JSONL, one {"messages": [...], '
+        '"tools": [...]} per line (OpenAI chat format), rendered with the model\'s chat template; the last '
+        "--eval-examples (at most a fifth) are held out",
+    )
+    parser.add_argument(
         "--eval-examples",
         type=int,
         default=SpeculatorRecipe.eval_examples,
@@ -350,6 +383,11 @@ def main(argv: list[str] | None = None) -> int:
     recipe = SpeculatorRecipe(
         num_steps=args.steps, minutes=args.minutes, seed=args.seed, eval_examples=args.eval_examples
     )
-    result = train_speculator(args.model, args.output, recipe)
+    if args.data is not None and not args.data.is_file():
+        build_parser().error(f"--data: no file {args.data}")
+    try:
+        result = train_speculator(args.model, args.output, recipe, data=args.data)
+    except (SwitchyardError, ValueError) as exc:
+        build_parser().error(str(exc))
     print(json.dumps(asdict(result), indent=1))
     return 0
