@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 TOOL_CALL_FORMATS = ("hermes", "llama3_json", "mistral")
 """switchyard.tool_calling's registered formats (listed here so `--help` need not import the engine; tested)."""
@@ -93,6 +95,13 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--num-speculative-tokens", type=int, default=4, help="tokens proposed per step (4)")
     group.add_argument(
+        "--speculative-config",
+        default=None,
+        help='vLLM\'s form, as JSON: {"method": "ngram"|"draft"|"speculator", "model": ..., '
+        '"num_speculative_tokens": k, "prompt_lookup_min": n, "prompt_lookup_max": n}; replaces '
+        "--speculative-method and --speculative-model (a model without a method is a draft model)",
+    )
+    group.add_argument(
         "--spec-max-batch-size",
         type=int,
         default=8,
@@ -119,6 +128,55 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
+SPECULATIVE_CONFIG_KEYS = {
+    "method": "speculative_method",
+    "model": "speculative_model",
+    "num_speculative_tokens": "num_speculative_tokens",
+    "prompt_lookup_min": "spec_ngram_min",
+    "prompt_lookup_max": "spec_ngram_max",
+}
+
+
+def speculative_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """EngineConfig's speculation fields from the separate flags, or from vLLM's `--speculative-config` JSON;
+    ValueError for a malformed one, an unknown key, or both forms at once."""
+    settings: dict[str, Any] = {
+        "speculative_method": args.speculative_method,
+        "speculative_model": args.speculative_model,
+        "num_speculative_tokens": args.num_speculative_tokens,
+    }
+    text = getattr(args, "speculative_config", None)
+    if text is None:
+        return settings
+    if args.speculative_method is not None or args.speculative_model is not None:
+        raise ValueError(
+            "--speculative-config replaces --speculative-method and --speculative-model: give one form"
+        )
+    try:
+        given = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"--speculative-config is not JSON: {exc}") from exc
+    if not isinstance(given, dict):
+        raise ValueError("--speculative-config must be a JSON object")
+    unknown = sorted(set(given) - set(SPECULATIVE_CONFIG_KEYS))
+    if unknown:
+        raise ValueError(
+            f"--speculative-config: unknown keys {unknown}; supported: {', '.join(SPECULATIVE_CONFIG_KEYS)}"
+        )
+    for key, value in given.items():
+        textual = key in ("method", "model")
+        if textual and not isinstance(value, str):
+            raise ValueError(f"--speculative-config: {key} must be a string")
+        if not textual and (isinstance(value, bool) or not isinstance(value, int)):
+            raise ValueError(f"--speculative-config: {key} must be an integer")
+        settings[SPECULATIVE_CONFIG_KEYS[key]] = value
+    if settings["speculative_method"] is None:
+        if settings["speculative_model"] is None:
+            raise ValueError("--speculative-config needs a method or a model")
+        settings["speculative_method"] = "draft"
+    return settings
+
+
 def engine_config_from_args(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from switchyard.config import EngineConfig
 
@@ -140,9 +198,7 @@ def engine_config_from_args(args: argparse.Namespace):  # type: ignore[no-untype
         max_queue_time=args.max_queue_time,
         tenant_weights=getattr(args, "tenant_weights", None) or {},
         structured_outputs_backend=args.structured_outputs_backend,
-        speculative_method=args.speculative_method,
-        speculative_model=args.speculative_model,
-        num_speculative_tokens=args.num_speculative_tokens,
+        **speculative_settings(args),
         spec_max_batch_size=args.spec_max_batch_size,
         spec_adaptive=args.spec_adaptive,
         spec_lookup_below=args.spec_lookup_below,

@@ -65,6 +65,10 @@ class EngineConfig:
     spec_adaptive: bool = False
     """Draft and speculator methods: measure while serving whether speculation is faster at each batch size, and
     speculate only there."""
+    spec_ngram_min: int = 2
+    spec_ngram_max: int = 4
+    """Prompt lookup (ngram method, and the speculator's fallback): the shortest and longest suffix n-gram
+    looked up in the sequence's history (vLLM's prompt_lookup_min / prompt_lookup_max)."""
     spec_lookup_below: float = 0.6
     """Speculator method: prompt lookup proposes instead where the speculator's first guess has less probability
     than this (0: never; `SpecDecodeConfig.lookup_below`)."""

@@ -167,6 +167,8 @@ class LLMEngine:
                 adaptive=config.spec_adaptive,
                 mask_drafts=config.spec_mask_drafts,
                 lookup_below=config.spec_lookup_below,
+                ngram_min=config.spec_ngram_min,
+                ngram_max=config.spec_ngram_max,
             )
             if spec_config.method == "draft":
                 assert spec_config.draft_model is not None

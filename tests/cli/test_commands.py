@@ -36,3 +36,41 @@ def test_unknown_model_is_a_clear_error(capsys: pytest.CaptureFixture[str], tmp_
     assert main(["generate", "--model", str(tmp_path / "missing"), "hi"]) == 2
     err = capsys.readouterr().err
     assert "switchyard: error:" in err and "no model folder" in err
+
+
+def test_speculative_config_takes_vllms_json_form() -> None:
+    from switchyard.cli import build_parser, engine_config_from_args
+
+    def config(*flags: str):  # type: ignore[no-untyped-def]
+        return engine_config_from_args(build_parser().parse_args(["generate", *flags, "hi"]))
+
+    given = config(
+        "--speculative-config", '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 5}'
+    )
+    assert (given.speculative_method, given.num_speculative_tokens, given.spec_ngram_max) == ("ngram", 3, 5)
+    drafted = config("--speculative-config", '{"model": "switchyard-chat-draft"}')
+    assert (drafted.speculative_method, drafted.speculative_model) == ("draft", "switchyard-chat-draft")
+    flags = config("--speculative-method", "speculator", "--num-speculative-tokens", "2")
+    assert (flags.speculative_method, flags.num_speculative_tokens) == ("speculator", 2)
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--speculative-config", "{"], "not JSON"),
+        (["--speculative-config", "[1]"], "JSON object"),
+        (["--speculative-config", '{"methd": "ngram"}'], "unknown keys"),
+        (
+            ["--speculative-config", '{"method": "ngram", "num_speculative_tokens": "4"}'],
+            "must be an integer",
+        ),
+        (["--speculative-config", "{}"], "a method or a model"),
+        (["--speculative-config", '{"method": "ngram"}', "--speculative-method", "ngram"], "give one form"),
+    ],
+)
+def test_a_bad_speculative_config_is_a_clear_error(
+    flags: list[str], message: str, tiny_model_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["generate", "--model", str(tiny_model_dir), *flags, "hi"]) == 2
+    err = capsys.readouterr().err
+    assert "switchyard: error:" in err and message in err
