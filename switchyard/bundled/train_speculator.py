@@ -34,7 +34,7 @@ from switchyard.bundled.corpus import CorpusConfig, heldout_config, iter_corpus
 from switchyard.bundled.data import TokenizedExample, tokenize_examples
 from switchyard.bundled.entities import training_entities
 from switchyard.bundled.example import Category
-from switchyard.bundled.train import DefaultRecipe
+from switchyard.bundled.train import DefaultRecipe, WarmupCosine
 from switchyard.errors import SwitchyardError
 from switchyard.models.cpu_bf16 import cpu_has_native_bf16
 from switchyard.models.speculator import Speculator, SpeculatorConfig
@@ -209,7 +209,8 @@ def fit_speculator(
     speculator.train()
     steps = positions = 0
     loss_value = math.nan
-    planned = float(max_steps) if max_steps is not None else None
+    # Planned from the pace of the first steps when only the time bounds the run.
+    schedule = WarmupCosine(recipe.warmup_steps, max_steps or 1_000_000_000, min_ratio=0.1)
     bar = tqdm(total=int(budget), desc="speculator", unit="s", disable=not progress)
     for examples in batches:
         elapsed = time.monotonic() - started
@@ -217,11 +218,9 @@ def fit_speculator(
             break
         batch = target_batch(target, examples, speculator.config.num_steps)
         if steps == 5 and max_steps is None:
-            planned = steps * budget / max(elapsed, 1e-6)
-        warm = min(1.0, (steps + 1) / recipe.warmup_steps)
-        share = min(1.0, steps / planned) if planned else 0.0
+            schedule.total = int(steps * budget / max(elapsed, 1e-6))
         for group in optimizer.param_groups:
-            group["lr"] = recipe.lr * warm * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * share)))
+            group["lr"] = recipe.lr * schedule(steps)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
             loss = distillation_loss(speculator, batch)
         optimizer.zero_grad(set_to_none=True)

@@ -156,16 +156,17 @@ class ModelRunner:
                 sampled.append(seq)
 
         device = self.device
+        # One verification chunk alone goes the prefill way: fewer operations than the padded layout.
+        batched = num_verifying if num_verifying > 1 else 0
         metadata = AttentionMetadata.build(
             slot_mapping=torch.tensor(slots, dtype=torch.long, device=device),
             block_size=bs,
             decode_block_tables=decode_tables,
             decode_context_lens=decode_lens,
-            prefill_spans=spans[num_verifying:] if num_verifying > 1 else spans,
+            prefill_spans=spans[batched:],
             device=device,
             sliding_window=self.sliding_window,
-            # One chunk alone goes the prefill way, which costs fewer operations than the padded layout.
-            verify_spans=spans[:num_verifying] if num_verifying > 1 else None,
+            verify_spans=spans[:batched] or None,
         )
         return StepInputs(
             input_ids=torch.tensor(input_ids, dtype=torch.long, device=device),
