@@ -24,7 +24,7 @@ $(VENV)/.installed-dev: $(VENV)/.installed pyproject.toml
 # Serves the bundled model (or ARGS names a model folder); where its weights are missing (a checkout
 # without them) it runs the offline generation demo instead.
 serve: $(VENV)/.installed
-	@if [ -n "$(ARGS)" ] || $(BIN)/python -c "import sys; from switchyard.bundled import BUNDLED_MODELS, is_built; sys.exit(not is_built(BUNDLED_MODELS['switchyard-chat']))"; then \
+	@if [ -n "$(ARGS)" ] || $(BIN)/python -c "import sys; from switchyard.models.registry import BUNDLED_MODELS, is_built; sys.exit(not is_built(BUNDLED_MODELS['switchyard-chat']))"; then \
 		$(BIN)/switchyard serve $(ARGS); \
 	else \
 		$(BIN)/switchyard demo; \

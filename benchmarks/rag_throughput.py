@@ -16,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-from switchyard.agents.embeddings import MiniLMEmbedder
-from switchyard.agents.rag import RagStore
-from switchyard.agents.rag_chunking import Chunk
+from switchyard.agents.rag.chunking import Chunk
+from switchyard.agents.rag.embeddings import MiniLMEmbedder
+from switchyard.agents.rag.store import RagStore
 
 VOCABULARY = 20_000
 """Pseudo-words drawn with a Zipf distribution (s = 1.1), like word frequencies in real text: a few words are

@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from shapes import SMALL, build_qwen2
 
 from switchyard import LLM, SamplingParams
-from switchyard.bundled import resolve_model
+from switchyard.models.registry import resolve_model
 
 ENGINE_ARGS = [
     "--served-model-name",

@@ -155,7 +155,7 @@ def json_tasks(
     are seeded by their index."""
     from switchyard.bundled.corpus import generate_corpus, heldout_config
     from switchyard.bundled.example import CheckKind
-    from switchyard.engine.structured import StructuredOutputsParams
+    from switchyard.engine.structured.params import StructuredOutputsParams
     from switchyard.models.tokenizer import render_chat
 
     prompts, params = [], []

@@ -26,9 +26,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from spec_decode import task_prompts
 
 from switchyard import LLM, SamplingParams
-from switchyard.bundled import MAIN_MODEL, SPECULATOR_MODEL, resolve_model
 from switchyard.bundled.train_speculator import load_target
-from switchyard.engine.spec_decode import NgramProposer
+from switchyard.engine.spec.ngram import NgramProposer
+from switchyard.models.registry import MAIN_MODEL, SPECULATOR_MODEL, resolve_model
 from switchyard.models.speculator import load_speculator
 
 

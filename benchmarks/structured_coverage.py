@@ -61,7 +61,7 @@ def measure(
 ) -> Coverage:
     """Coverage of the backend inside `llm`'s engine (an LLM from switchyard.llm)."""
     from switchyard.engine.sampling_params import SamplingParams
-    from switchyard.engine.structured import StructuredOutputsParams
+    from switchyard.engine.structured.params import StructuredOutputsParams
     from switchyard.errors import InvalidRequestError
 
     engine = llm.engine

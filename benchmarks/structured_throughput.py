@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from shapes import SMALL, build_qwen2
 
 from switchyard import LLM, SamplingParams
-from switchyard.engine.structured import StructuredOutputsParams
+from switchyard.engine.structured.params import StructuredOutputsParams
 
 ARTICLE = {
     "type": "object",

@@ -74,7 +74,7 @@ def run_demo(args: argparse.Namespace, out: TextIO | None = None) -> int:
     server: subprocess.Popen[bytes] | None = None
     base_url = args.base_url
     if base_url is None:
-        from switchyard.bundled import resolve_model
+        from switchyard.models.registry import resolve_model
 
         try:
             resolve_model(args.model)

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from switchyard.agents.chat_model import ChatFn, maybe_await, reply_text
-from switchyard.agents.embeddings import Embedder
-from switchyard.agents.rag import Passage, RagStore
-from switchyard.agents.rag_citations import parse_citations, rag_messages, split_sentences, strip_citations
+from switchyard.agents.rag.citations import parse_citations, rag_messages, split_sentences, strip_citations
+from switchyard.agents.rag.embeddings import Embedder
+from switchyard.agents.rag.store import Passage, RagStore
 
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 

@@ -7,9 +7,9 @@ import os
 import time
 from pathlib import Path
 
-from switchyard.agents.memory import default_memory_path, delete_user_sessions
+from switchyard.agents.memory.session import default_memory_path, delete_user_sessions
+from switchyard.agents.memory.vector import delete_user_facts
 from switchyard.agents.sqlite_db import connect
-from switchyard.agents.vector_memory import delete_user_facts
 
 
 class UserProfile:

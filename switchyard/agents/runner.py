@@ -24,7 +24,6 @@ from switchyard.agents.agent import Agent, Handoff, agents_reachable
 from switchyard.agents.call_validation import offered_tools, validate_call
 from switchyard.agents.chat_model import ChatReply
 from switchyard.agents.checkpoint import CheckpointStore
-from switchyard.agents.context_budget import ContextBudget, ContextOverflowError
 from switchyard.agents.events import (
     ApprovalRequested,
     EventSink,
@@ -49,7 +48,8 @@ from switchyard.agents.final_answer import (
 from switchyard.agents.guardrails import first_tripped
 from switchyard.agents.injection import Caller, InjectionPolicy, new_nonce, spotlight, system_notice
 from switchyard.agents.limits import PriceTable, RunLimits, RunStatus, call_signature
-from switchyard.agents.memory import RunningSummary, Session
+from switchyard.agents.memory.context_budget import ContextBudget, ContextOverflowError
+from switchyard.agents.memory.session import RunningSummary, Session
 from switchyard.agents.model import ModelClient, ModelRequest, ModelResponse, StreamCallbacks
 from switchyard.agents.result import RunResult
 from switchyard.agents.state import CallStatus, PendingCall, RunState

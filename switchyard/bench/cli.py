@@ -153,7 +153,7 @@ def add_serve_parser(commands: Any) -> None:
 
 
 def add_offline_parser(commands: Any) -> None:
-    from switchyard.cli import add_engine_args
+    from switchyard.engine_args import add_engine_args
 
     offline = commands.add_parser(
         "offline",
@@ -470,7 +470,7 @@ async def _search(session: _Session) -> int:
 # --------------------------------------------------------------------------------------------- offline
 def cmd_offline(args: argparse.Namespace) -> int:
     from switchyard.bench.offline import OfflineWorkload, run_offline
-    from switchyard.cli import engine_config_from_args
+    from switchyard.engine_args import engine_config_from_args
     from switchyard.llm import LLM
 
     if args.threads:

@@ -30,12 +30,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from switchyard.bundled import DRAFT_MODEL, MAIN_MODEL, resolve_model
 from switchyard.bundled.chat_format import IM_END, TOOL_CALL_CLOSE, TOOL_CALL_OPEN
 from switchyard.bundled.corpus import generate_corpus, heldout_config
 from switchyard.bundled.example import Check, CheckKind, Example
 from switchyard.bundled.gate_card import DRAFT_SECTION, SECTION, draft_section, gate_section, write_section
 from switchyard.bundled.tasks import NOT_FOUND_PHRASES, UNKNOWN_PHRASES
+from switchyard.models.registry import DRAFT_MODEL, MAIN_MODEL, resolve_model
 
 GenerateFn = Callable[[list[dict[str, Any]], list[dict[str, Any]] | None], str]
 """(messages, tools) -> the assistant's reply text, tool calls written as <tool_call>{json}</tool_call>."""

@@ -35,7 +35,6 @@ import transformers
 from tokenizers import Tokenizer
 from tqdm.auto import tqdm
 
-from switchyard.bundled import BUNDLED_DIR, DRAFT_MODEL, MAIN_MODEL
 from switchyard.bundled.chat_format import ENDOFTEXT, IM_END, SPECIAL_TOKENS, TAG_TOKENS
 from switchyard.bundled.chunked_loss import linear_cross_entropy
 from switchyard.bundled.corpus import DEFAULT_WEIGHTS, CorpusConfig, generate_corpus
@@ -61,6 +60,7 @@ from switchyard.bundled.tokenizer_training import (
 )
 from switchyard.bundled.vocab_drill import reply_counts, starved_pieces, vocabulary_drills
 from switchyard.models.cpu_bf16 import cpu_has_native_bf16
+from switchyard.models.registry import BUNDLED_DIR, DRAFT_MODEL, MAIN_MODEL
 
 CHECKPOINT_FILE = "state.pt"
 DONE_FILE = "done.json"

@@ -28,7 +28,6 @@ import transformers
 from tokenizers import Tokenizer
 from tqdm.auto import tqdm
 
-from switchyard.bundled import BUNDLED_DIR, MAIN_MODEL, SPECULATOR_MODEL, resolve_model
 from switchyard.bundled.chat_data import chat_examples
 from switchyard.bundled.corpus import CorpusConfig, heldout_config, iter_corpus
 from switchyard.bundled.data import TokenizedExample, tokenize_examples
@@ -37,6 +36,7 @@ from switchyard.bundled.example import Category
 from switchyard.bundled.train import DefaultRecipe, WarmupCosine
 from switchyard.errors import SwitchyardError
 from switchyard.models.cpu_bf16 import cpu_has_native_bf16
+from switchyard.models.registry import BUNDLED_DIR, MAIN_MODEL, SPECULATOR_MODEL, resolve_model
 from switchyard.models.speculator import Speculator, SpeculatorConfig
 from switchyard.models.tokenizer import load_tokenizer
 

@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 from switchyard.engine.engine import EngineStats, LLMEngine
 from switchyard.engine.sampling_params import SamplingParams
 from switchyard.engine.sequence import FinishReason, RequestOutput, now
-from switchyard.engine.structured import StructuredOutputsParams
+from switchyard.engine.structured.params import StructuredOutputsParams
 from switchyard.engine.text_worker import TextWorker
 from switchyard.errors import CapacityError, InvalidRequestError, SwitchyardError
 from switchyard.models.tokenizer import GenerationDefaults

@@ -17,11 +17,9 @@ from pathlib import Path
 
 import torch
 
-from switchyard.bundled import DRAFT_MODEL, MAIN_MODEL, SPECULATOR_MODEL, resolve_model
 from switchyard.config import EngineConfig
 from switchyard.engine.block_manager import BlockManager
 from switchyard.engine.detokenizer import IncrementalDetokenizer
-from switchyard.engine.draft_proposer import DraftModelProposer, DraftProposal
 from switchyard.engine.memory import (
     KVCacheBudget,
     analytic_activation_bytes,
@@ -47,21 +45,20 @@ from switchyard.engine.sequence import (
     TokenLogprob,
     now,
 )
-from switchyard.engine.spec_decode import NgramProposer, PendingVerification, SpecDecodeConfig, SpecDecoder
-from switchyard.engine.spec_governor import SpeculationGovernor
-from switchyard.engine.speculator_proposer import SpeculatorProposer
-from switchyard.engine.structured import (
-    CompiledGrammar,
-    GrammarMatcher,
-    StructuredOutputManager,
-    create_backend,
-)
+from switchyard.engine.spec.decoder import PendingVerification, SpecDecodeConfig, SpecDecoder
+from switchyard.engine.spec.draft import DraftModelProposer, DraftProposal
+from switchyard.engine.spec.governor import SpeculationGovernor
+from switchyard.engine.spec.ngram import NgramProposer
+from switchyard.engine.spec.speculator import SpeculatorProposer
+from switchyard.engine.structured.backend import CompiledGrammar, GrammarMatcher, create_backend
+from switchyard.engine.structured.manager import StructuredOutputManager
 from switchyard.errors import CapacityError, InvalidRequestError, ModelLoadError
 from switchyard.models.config import ModelArchConfig
 from switchyard.models.cpu_bf16 import auto_dtype, cpu_has_native_bf16
 from switchyard.models.kv_cache_dtype import resolve_kv_cache_dtype
 from switchyard.models.loader import load_model, parse_dtype
 from switchyard.models.packed_linear import can_pack, pack_linear_layers
+from switchyard.models.registry import DRAFT_MODEL, MAIN_MODEL, SPECULATOR_MODEL, resolve_model
 from switchyard.models.speculator import Speculator, is_speculator_folder, load_speculator
 from switchyard.models.tokenizer import (
     eos_token_ids,

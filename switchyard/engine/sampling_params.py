@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from switchyard.engine.structured import StructuredOutputsParams
+from switchyard.engine.structured.params import StructuredOutputsParams
 from switchyard.errors import InvalidRequestError
 
 

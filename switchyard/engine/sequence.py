@@ -14,7 +14,7 @@ from switchyard.engine.sampling_params import SamplingParams
 if TYPE_CHECKING:
     from switchyard.engine.detokenizer import IncrementalDetokenizer
     from switchyard.engine.prefix_cache import PrefixNode
-    from switchyard.engine.structured import CompiledGrammar, GrammarMatcher
+    from switchyard.engine.structured.backend import CompiledGrammar, GrammarMatcher
 
 
 class SequenceStatus(enum.Enum):

@@ -9,8 +9,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from switchyard.cli import KV_CACHE_DTYPE_NAMES
 from switchyard.config import EngineConfig
+from switchyard.engine_args import KV_CACHE_DTYPE_NAMES
 from switchyard.plan.devices import DEVICE_PRESETS, parse_device
 from switchyard.plan.shapes import NAMED_SHAPES
 
@@ -143,7 +143,7 @@ def load_config(model: str):  # type: ignore[no-untyped-def]
         return ModelArchConfig.from_dict(NAMED_SHAPES[model.lower()], model)
     path = Path(model).expanduser()
     if not path.is_file():
-        from switchyard.bundled import resolve_model
+        from switchyard.models.registry import resolve_model
 
         path = Path(resolve_model(model)) / "config.json"
         if not path.is_file():
@@ -153,7 +153,7 @@ def load_config(model: str):  # type: ignore[no-untyped-def]
 
 def load_speculator_config(model: str):  # type: ignore[no-untyped-def]
     """The config of a speculator folder (or bundled speculator name), or None when `model` is not one."""
-    from switchyard.bundled import BUNDLED_MODELS
+    from switchyard.models.registry import BUNDLED_MODELS
     from switchyard.models.speculator import CONFIG_FILE, SpeculatorConfig, is_speculator_folder
 
     folder = BUNDLED_MODELS.get(model, Path(model).expanduser())

@@ -28,9 +28,9 @@ from fastapi import Request
 from fastapi.responses import Response
 
 from switchyard.engine.async_engine import RequestStream, RequestTimeoutError
-from switchyard.engine.reasoning_grammar import after_reasoning
 from switchyard.engine.sampling_params import SamplingParams
 from switchyard.engine.sequence import CompletionOutput, RequestOutput, TokenLogprob
+from switchyard.engine.structured.reasoning import after_reasoning
 from switchyard.errors import InvalidRequestError
 from switchyard.reasoning import (
     ReasoningSplitter,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from switchyard.engine.structured import StructuredOutputsParams
+from switchyard.engine.structured.params import StructuredOutputsParams
 from switchyard.errors import InvalidRequestError
 
 _GUIDED_FIELDS = {

@@ -21,8 +21,8 @@ from xgrammar.structural_tag import (
     TriggeredTagsFormat,
 )
 
-from switchyard.engine.structured import StructuredOutputsParams
-from switchyard.engine.xgrammar_backend import strict_json_ebnf
+from switchyard.engine.structured.params import StructuredOutputsParams
+from switchyard.engine.structured.xgrammar import strict_json_ebnf
 from switchyard.errors import InvalidRequestError
 from switchyard.tool_calling.format import ToolCallFormat
 from switchyard.tool_calling.tools import FunctionTool, ToolChoice

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from switchyard.engine.structured import StructuredOutputsParams, parse_json_schema
+from switchyard.engine.structured.params import StructuredOutputsParams, parse_json_schema
 from switchyard.errors import InvalidRequestError
 
 _NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")

@@ -16,9 +16,9 @@ from tokenizer_factory import build_tokenizer
 from switchyard.agents import InjectionPolicy, OpenAIModelClient, RunLimits, Runner, RunStatus
 from switchyard.agents.cli import main
 from switchyard.agents.demo import DEMO_CALLER, DemoWorld, demo_agent
-from switchyard.bundled import BUNDLED_MODELS, MAIN_MODEL, is_built
 from switchyard.bundled.tools import format_number
 from switchyard.cli import main as switchyard_main
+from switchyard.models.registry import BUNDLED_MODELS, MAIN_MODEL, is_built
 
 
 def test_agent_command_is_registered(capsys: pytest.CaptureFixture[str]) -> None:

@@ -195,7 +195,7 @@ def test_a_failing_endpoint_ends_the_run_and_keeps_the_transcript() -> None:
 
 
 def test_the_run_timeout_bounds_the_context_budgets_own_model_calls() -> None:
-    from switchyard.agents.context_budget import ContextBudget
+    from switchyard.agents.memory.context_budget import ContextBudget
 
     async def hanging_recall(query: str) -> list[str]:
         await asyncio.sleep(60)  # e.g. an embedding or summarising endpoint that never answers
@@ -213,7 +213,7 @@ def test_the_run_timeout_bounds_the_context_budgets_own_model_calls() -> None:
 
 
 def test_a_failing_context_budget_endpoint_ends_the_run_like_a_failing_model() -> None:
-    from switchyard.agents.context_budget import ContextBudget
+    from switchyard.agents.memory.context_budget import ContextBudget
 
     def broken_recall(query: str) -> list[str]:
         raise ConnectionError("memory store went away")

@@ -9,7 +9,7 @@ import pytest
 from scripted_model import ScriptedModel, call, calls, say
 
 from switchyard.agents import Agent, Runner, RunStatus, SideEffects, tool
-from switchyard.agents.memory import SQLiteSession
+from switchyard.agents.memory.session import SQLiteSession
 from switchyard.agents.model import ModelRequest, ModelResponse
 
 
@@ -122,7 +122,7 @@ def long_session(path: Path, name: str) -> SQLiteSession:
 
 
 def test_a_context_budget_summarises_old_turns_before_the_model_call(tmp_path: Path) -> None:
-    from switchyard.agents.context_budget import ContextBudget
+    from switchyard.agents.memory.context_budget import ContextBudget
 
     summaries: list[int] = []
 
@@ -154,8 +154,8 @@ def test_summaries_count_toward_the_runs_token_and_cost_limits(tmp_path: Path) -
     and a summary that exhausts the budget ends the run before the model is called."""
     from switchyard.agents import RunLimits
     from switchyard.agents.chat_model import ChatReply
-    from switchyard.agents.context_budget import ContextBudget
     from switchyard.agents.limits import Price, PriceTable
+    from switchyard.agents.memory.context_budget import ContextBudget
     from switchyard.agents.model import ModelUsage
 
     def summarise(previous: str | None, messages: list[dict]) -> ChatReply:  # type: ignore[type-arg]

@@ -8,9 +8,9 @@ import transformers
 from paged_runner import PagedRunner
 
 from switchyard import LLM, SamplingParams
-from switchyard.bundled import BUNDLED_MODELS, DRAFT_MODEL, MAIN_MODEL, SPECULATOR_MODEL, is_built
 from switchyard.bundled.tools import TOOLS
 from switchyard.models.loader import load_model
+from switchyard.models.registry import BUNDLED_MODELS, DRAFT_MODEL, MAIN_MODEL, SPECULATOR_MODEL, is_built
 from switchyard.models.speculator import load_speculator
 from switchyard.models.tokenizer import render_chat
 

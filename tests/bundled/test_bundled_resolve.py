@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 
 import switchyard.bundled as bundled
-from switchyard.bundled import (
+from switchyard.errors import ModelLoadError
+from switchyard.models.registry import (
     BUNDLED_MODELS,
     DRAFT_MODEL,
     MAIN_MODEL,
@@ -14,7 +15,6 @@ from switchyard.bundled import (
     ModelNotFoundError,
     resolve_model,
 )
-from switchyard.errors import ModelLoadError
 
 
 def test_bundled_names_point_into_the_package() -> None:

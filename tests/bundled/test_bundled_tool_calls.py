@@ -11,8 +11,8 @@ from collections.abc import Iterator
 import pytest
 from server.harness import RunningServer, start_server
 
-from switchyard.bundled import BUNDLED_MODELS, MAIN_MODEL, is_built
 from switchyard.bundled.tools import TOOLS
+from switchyard.models.registry import BUNDLED_MODELS, MAIN_MODEL, is_built
 
 pytestmark = pytest.mark.skipif(
     not all(is_built(path) for path in BUNDLED_MODELS.values()), reason="bundled models not built yet"

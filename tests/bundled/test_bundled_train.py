@@ -12,7 +12,6 @@ import torch
 import transformers
 from tokenizers import Tokenizer
 
-from switchyard.bundled import DRAFT_MODEL, MAIN_MODEL
 from switchyard.bundled.data import pack_examples, tokenize_examples
 from switchyard.bundled.example import Example
 from switchyard.bundled.tokenizer_training import WordStarts
@@ -32,6 +31,7 @@ from switchyard.bundled.train import (
 )
 from switchyard.models import load_model
 from switchyard.models.attention import AttentionMetadata
+from switchyard.models.registry import DRAFT_MODEL, MAIN_MODEL
 from tests.bundled.factory import TINY_SHAPE, tiny_recipe
 
 FILES = ("config.json", "model.safetensors", "generation_config.json", "tokenizer.json", "tokenizer_config.json",

@@ -5,11 +5,11 @@ import torch
 import transformers
 from tokenizers import Tokenizer
 
-from switchyard.bundled import train as train_module
 from switchyard.bundled.data import pack_examples, tokenize_examples
 from switchyard.bundled.example import Example
 from switchyard.bundled.packed_attention import PACKED_SDPA, packed_segments
 from switchyard.bundled.train import ModelShape, TrainConfig, assistant_loss, build_model, train_model
+from switchyard.bundled import train as train_module
 
 SHAPE = ModelShape(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                    num_key_value_heads=2)  # fmt: skip

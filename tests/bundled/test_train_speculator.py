@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from switchyard.bundled import BUNDLED_MODELS, MAIN_MODEL, is_built
 from switchyard.bundled.train_speculator import main
+from switchyard.models.registry import BUNDLED_MODELS, MAIN_MODEL, is_built
 from switchyard.models.speculator import load_speculator
 
 pytestmark = pytest.mark.skipif(

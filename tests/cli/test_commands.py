@@ -39,7 +39,8 @@ def test_unknown_model_is_a_clear_error(capsys: pytest.CaptureFixture[str], tmp_
 
 
 def test_speculative_config_takes_vllms_json_form() -> None:
-    from switchyard.cli import build_parser, engine_config_from_args
+    from switchyard.cli import build_parser
+    from switchyard.engine_args import engine_config_from_args
 
     def config(*flags: str):  # type: ignore[no-untyped-def]
         return engine_config_from_args(build_parser().parse_args(["generate", *flags, "hi"]))

@@ -26,7 +26,7 @@ from switchyard.config import EngineConfig
 from switchyard.engine.engine import LLMEngine
 from switchyard.engine.sampling_params import SamplingParams
 from switchyard.engine.sequence import RequestOutput, Sequence, SequenceStatus, now
-from switchyard.engine.structured import StructuredOutputsParams
+from switchyard.engine.structured.params import StructuredOutputsParams
 from switchyard.errors import CapacityError, InvalidRequestError
 
 MAX_MODEL_LEN = 128

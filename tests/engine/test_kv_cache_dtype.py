@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from switchyard.cli import KV_CACHE_DTYPE_NAMES
 from switchyard.config import EngineConfig
 from switchyard.engine.engine import LLMEngine
 from switchyard.engine.sampling_params import SamplingParams
+from switchyard.engine_args import KV_CACHE_DTYPE_NAMES
 from switchyard.models.attention import write_kv
 from switchyard.models.kv_cache_dtype import KV_CACHE_DTYPES, narrow, resolve_kv_cache_dtype
 

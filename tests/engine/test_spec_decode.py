@@ -18,7 +18,8 @@ from switchyard.config import EngineConfig
 from switchyard.engine.engine import LLMEngine
 from switchyard.engine.sampler import Sampler, SamplingBatch, SamplingRow
 from switchyard.engine.sampling_params import SamplingParams
-from switchyard.engine.spec_decode import NgramProposer, SpecDecoder
+from switchyard.engine.spec.decoder import SpecDecoder
+from switchyard.engine.spec.ngram import NgramProposer
 from switchyard.llm import LLM
 
 
@@ -419,7 +420,7 @@ def test_speculative_sampling_under_a_grammar_is_lossless(
     proposes only allowed tokens. Unmasked (`spec_mask_drafts=False`) it proposes forbidden ones, which
     verification must reject, drawing from the residual; cutting the proposal before them skews the law (see
     `test_a_sampled_draft_the_grammar_forbids_is_verified_and_rejected`): this test fails that at p < 1e-200."""
-    from switchyard.engine.structured import StructuredOutputsParams
+    from switchyard.engine.structured.params import StructuredOutputsParams
 
     folder, draft, prompt = lettered_pair
     constrained = dataclasses.replace(params, structured_outputs=StructuredOutputsParams(regex=LETTER_REGEX))
@@ -439,7 +440,7 @@ def test_speculation_with_a_grammar_keeps_outputs_valid_and_identical(tiny_model
 
     import jsonschema
 
-    from switchyard.engine.structured import StructuredOutputsParams
+    from switchyard.engine.structured.params import StructuredOutputsParams
 
     schema = {
         "type": "object",
@@ -470,7 +471,7 @@ def test_speculation_with_a_grammar_keeps_outputs_valid_and_identical(tiny_model
 def test_drafts_that_complete_the_grammar_verify(tiny_model_dir: Path, temperature: float) -> None:
     """A proposal may end with the grammar's stop token; the bonus position after it has no grammar state to
     mask with, and must not fail the request."""
-    from switchyard.engine.structured import StructuredOutputsParams
+    from switchyard.engine.structured.params import StructuredOutputsParams
 
     llm = LLM(
         model=str(tiny_model_dir),
@@ -566,7 +567,7 @@ def test_a_sampled_draft_the_grammar_forbids_is_verified_and_rejected(
     and q = (0.5, 0, 0.5): a comes out with probability 0.75 instead of 0.5)."""
     import jsonschema
 
-    from switchyard.engine.structured import StructuredOutputsParams
+    from switchyard.engine.structured.params import StructuredOutputsParams
 
     schema = {"type": "array", "items": {"enum": ["ab", "cd", "ef"]}, "minItems": 4, "maxItems": 6}
     llm = draft_llm(tiny_model_dir, other_draft_dir, mask_drafts=False)
@@ -593,7 +594,7 @@ def test_a_draft_sampled_under_the_grammar_proposes_only_what_it_allows(
     accepted than unmasked, greedy output stays the target's, and the grammar is left where it was."""
     import jsonschema
 
-    from switchyard.engine.structured import StructuredOutputsParams
+    from switchyard.engine.structured.params import StructuredOutputsParams
 
     schema = {"type": "array", "items": {"enum": ["ab", "cd", "ef"]}, "minItems": 4, "maxItems": 6}
     structured = StructuredOutputsParams(json=schema)

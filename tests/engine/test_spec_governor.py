@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from switchyard.engine.sampling_params import SamplingParams
-from switchyard.engine.spec_governor import SpeculationGovernor
+from switchyard.engine.spec.governor import SpeculationGovernor
 from switchyard.llm import LLM
 from tests.engine.test_spec_decode import mixed_prompts
 

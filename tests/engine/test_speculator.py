@@ -169,8 +169,8 @@ def test_prompt_lookup_proposes_where_the_speculator_is_unsure() -> None:
     sequence moved since it was recorded) gets no proposal."""
     from switchyard.engine.sampler import Sampler
     from switchyard.engine.sequence import Request, RequestTiming, Sequence
-    from switchyard.engine.spec_decode import NgramProposer
-    from switchyard.engine.speculator_proposer import SpeculatorProposer
+    from switchyard.engine.spec.ngram import NgramProposer
+    from switchyard.engine.spec.speculator import SpeculatorProposer
 
     torch.manual_seed(0)
     model = Speculator(SpeculatorConfig(hidden_size=16, vocab_size=32, num_steps=3)).eval()
@@ -203,7 +203,7 @@ def test_greedy_speculation_under_a_json_schema_stays_identical_and_valid(
 ) -> None:
     """Under a grammar the speculator drafts through the masked path (each guess drawn under the grammar's
     mask): outputs equal plain decoding's and parse against the schema."""
-    from switchyard.engine.structured import StructuredOutputsParams
+    from switchyard.engine.structured.params import StructuredOutputsParams
 
     schema = {
         "type": "object",

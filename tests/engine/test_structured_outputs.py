@@ -13,7 +13,7 @@ import pytest
 from switchyard.config import EngineConfig
 from switchyard.engine.engine import LLMEngine
 from switchyard.engine.sampling_params import SamplingParams
-from switchyard.engine.structured import StructuredOutputsParams
+from switchyard.engine.structured.params import StructuredOutputsParams
 from switchyard.errors import InvalidRequestError
 from switchyard.llm import LLM
 

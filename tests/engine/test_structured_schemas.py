@@ -11,7 +11,7 @@ import pytest
 import xgrammar as xgr
 from xgrammar.testing import _is_grammar_accept_string
 
-from switchyard.engine.xgrammar_backend import strict_json_ebnf
+from switchyard.engine.structured.xgrammar import strict_json_ebnf
 from switchyard.errors import InvalidRequestError
 from switchyard.tool_calling import get_format, parse_tool_choice, parse_tools, tool_call_structure
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from switchyard.agents.embeddings import MiniLMEmbedder
+from switchyard.agents.rag.embeddings import MiniLMEmbedder
 
 
 @pytest.fixture(scope="session")

@@ -9,8 +9,8 @@ import httpx
 import pytest
 
 from switchyard.agents.chat_model import ChatModelError, OpenAIChatModel
-from switchyard.agents.context_budget import chat_summariser
 from switchyard.agents.grounding import chat_judge
+from switchyard.agents.memory.context_budget import chat_summariser
 from switchyard.agents.model import ModelUsage
 
 

@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 from tokenizer_factory import build_tokenizer
 
-from switchyard.agents.context_budget import (
+from switchyard.agents.memory.context_budget import (
     SUMMARY_PREFIX,
     ContextBudget,
     ContextOverflowError,
     fit_session,
     tokenizer_counter,
 )
-from switchyard.agents.memory import RunningSummary, SQLiteSession
+from switchyard.agents.memory.session import RunningSummary, SQLiteSession
 from switchyard.models.tokenizer import load_tokenizer
 
 SYSTEM = [{"role": "system", "content": "You are a terse assistant."}]

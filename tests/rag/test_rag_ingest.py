@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from rag_corpus import write_corpus
 
-from switchyard.agents.rag import RagStore
-from switchyard.agents.rag_chunking import ChunkingConfig, chunk_document
-from switchyard.agents.rag_loaders import DocumentError, LoadedDocument, PageText, load_document
+from switchyard.agents.rag.chunking import ChunkingConfig, chunk_document
+from switchyard.agents.rag.loaders import DocumentError, LoadedDocument, PageText, load_document
+from switchyard.agents.rag.store import RagStore
 from switchyard.agents.sqlite_db import StoreError
 
 

@@ -11,16 +11,16 @@ import pytest
 from rag_corpus import QUESTIONS, write_corpus
 
 from switchyard.agents.grounding import GroundingConfig, answer_with_rag, check_grounding, self_consistent
-from switchyard.agents.rag import Passage, RagStore
-from switchyard.agents.rag_chunking import ChunkingConfig
-from switchyard.agents.rag_citations import (
+from switchyard.agents.rag.chunking import ChunkingConfig
+from switchyard.agents.rag.citations import (
     UNTRUSTED_CLOSE,
     format_passages,
     parse_citations,
     rag_messages,
     split_sentences,
 )
-from switchyard.agents.rag_tool import make_search_documents_tool
+from switchyard.agents.rag.store import Passage, RagStore
+from switchyard.agents.rag.tool import make_search_documents_tool
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from switchyard.agents.memory import RunningSummary, Session, SQLiteSession
+from switchyard.agents.memory.session import RunningSummary, Session, SQLiteSession
 
 
 def test_session_round_trip_pop_and_clear(tmp_path: Path) -> None:
@@ -41,7 +41,7 @@ def test_session_persists_across_processes(tmp_path: Path) -> None:
     script = textwrap.dedent(
         f"""
         import asyncio
-        from switchyard.agents.memory import SQLiteSession
+        from switchyard.agents.memory.session import SQLiteSession
         session = SQLiteSession("shared", {str(db)!r})
         asyncio.run(session.add_items([{{"role": "user", "content": "from the child process"}}]))
         """

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from switchyard.agents.memory import SQLiteSession
+from switchyard.agents.memory.session import SQLiteSession
+from switchyard.agents.memory.vector import VectorMemory, extract_facts, make_remember_tool
 from switchyard.agents.profile import UserProfile, forget_user
-from switchyard.agents.vector_memory import VectorMemory, extract_facts, make_remember_tool
 
 
 def test_fact_saved_in_one_session_is_recalled_in_another(tmp_path: Path, minilm) -> None:  # type: ignore[no-untyped-def]

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import xgrammar as xgr
 
-from switchyard.engine.reasoning_grammar import after_reasoning
-from switchyard.engine.structured import StructuredOutputsParams
-from switchyard.engine.xgrammar_backend import XGrammarBackend
+from switchyard.engine.structured.params import StructuredOutputsParams
+from switchyard.engine.structured.reasoning import after_reasoning
+from switchyard.engine.structured.xgrammar import XGrammarBackend
 
 SCHEMA = {
     "type": "object",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from switchyard.agents.rag import RagStore
-from switchyard.agents.rag_citations import SearchResult, format_passages
+from switchyard.agents.rag.citations import SearchResult, format_passages
+from switchyard.agents.rag.store import RagStore
 
 
 def make_search_documents_tool(store: RagStore, collection: str, k: int = 5) -> Callable[..., SearchResult]:

@@ -27,7 +27,7 @@ import jsonschema
 import torch
 import xgrammar as xgr
 
-from switchyard.engine.structured import StructuredOutputsParams, choice_ebnf, parse_json_schema
+from switchyard.engine.structured.params import StructuredOutputsParams, choice_ebnf, parse_json_schema
 from switchyard.errors import InvalidRequestError
 
 

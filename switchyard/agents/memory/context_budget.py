@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from switchyard.agents.chat_model import ChatFn, ChatReply, maybe_await, reply_text
-from switchyard.agents.memory import Message, RunningSummary, Session
+from switchyard.agents.memory.session import Message, RunningSummary, Session
 from switchyard.errors import InvalidRequestError
 
 TokenCounter = Callable[[Sequence[Message]], int]

@@ -12,8 +12,8 @@ from typing import Any
 import torch
 import xgrammar as xgr
 
-from switchyard.engine.structured import StructuredOutputsParams, parse_json_schema
-from switchyard.engine.xgrammar_backend import apply_bitmask
+from switchyard.engine.structured.params import StructuredOutputsParams, parse_json_schema
+from switchyard.engine.structured.xgrammar import apply_bitmask
 from switchyard.errors import InvalidRequestError
 
 _JSON_OPTIONS = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}

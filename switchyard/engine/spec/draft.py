@@ -25,7 +25,7 @@ from switchyard.engine.model_runner import ModelRunner
 from switchyard.engine.row_argmax import row_argmax
 from switchyard.engine.sampler import Sampler, SamplingBatch, SamplingRow
 from switchyard.engine.sequence import Sequence
-from switchyard.engine.structured import GrammarMatcher
+from switchyard.engine.structured.backend import GrammarMatcher
 from switchyard.models.llama import LlamaForCausalLM
 
 GrammarMask = Callable[[torch.Tensor, list[GrammarMatcher | None]], torch.Tensor | None]

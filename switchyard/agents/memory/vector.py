@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from switchyard.agents.chat_model import ChatFn, maybe_await, reply_text
-from switchyard.agents.embeddings import Embedder, to_blob
-from switchyard.agents.memory import Message, default_memory_path
+from switchyard.agents.memory.session import Message, default_memory_path
+from switchyard.agents.rag.embeddings import Embedder, to_blob
 from switchyard.agents.sqlite_db import connect
 
 

@@ -15,9 +15,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from switchyard.agents.embeddings import Embedder, to_blob
-from switchyard.agents.rag_chunking import Chunk, ChunkingConfig, chunk_document
-from switchyard.agents.rag_loaders import SUPPORTED_SUFFIXES, DocumentError, LoadedDocument, load_document
+from switchyard.agents.rag.chunking import Chunk, ChunkingConfig, chunk_document
+from switchyard.agents.rag.embeddings import Embedder, to_blob
+from switchyard.agents.rag.loaders import SUPPORTED_SUFFIXES, DocumentError, LoadedDocument, load_document
 from switchyard.agents.sqlite_db import StoreError, connect, switchyard_home
 
 RRF_K = 60

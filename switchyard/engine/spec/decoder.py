@@ -40,16 +40,16 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass, field
-from typing import Protocol
 
 import torch
 
-from switchyard.engine.draft_proposer import DraftModelProposer, DraftProposal
 from switchyard.engine.row_argmax import row_argmax
 from switchyard.engine.sampler import Sampler, SamplingBatch, SamplingRow, greedy_argmax
 from switchyard.engine.sequence import Sequence
-from switchyard.engine.speculator_proposer import SpeculatorProposer
-from switchyard.engine.structured import StructuredOutputManager
+from switchyard.engine.spec.draft import DraftModelProposer, DraftProposal
+from switchyard.engine.spec.ngram import NgramProposer, Proposer
+from switchyard.engine.spec.speculator import SpeculatorProposer
+from switchyard.engine.structured.manager import StructuredOutputManager
 
 SPECULATIVE_METHODS = ("ngram", "draft", "speculator")
 
@@ -105,37 +105,6 @@ class SpecDecodeConfig:
             raise ValueError("num_speculative_tokens must be >= 1")
         if not 1 <= self.ngram_min <= self.ngram_max:
             raise ValueError("need 1 <= ngram_min <= ngram_max")
-
-
-class Proposer(Protocol):
-    def propose(self, token_ids: Seq[int], k: int) -> tuple[list[int], torch.Tensor | None]:
-        """Up to k next tokens and their proposal distributions ([len, vocab]) or None for point masses."""
-        ...
-
-
-class NgramProposer:
-    """Prompt lookup: find the latest earlier occurrence of the sequence's last n tokens (longest n first)
-    and propose what followed it. Free to compute; strong on copy-heavy tasks (edits, quoting, code)."""
-
-    def __init__(self, ngram_min: int, ngram_max: int) -> None:
-        self.ngram_min = ngram_min
-        self.ngram_max = ngram_max
-
-    def propose(self, token_ids: Seq[int], k: int) -> tuple[list[int], torch.Tensor | None]:
-        tokens = list(token_ids)
-        length = len(tokens)
-        for n in range(min(self.ngram_max, length - 1), self.ngram_min - 1, -1):
-            suffix = tokens[length - n :]
-            # Latest earlier match whose continuation is non-empty.
-            for start in range(length - n - 1, -1, -1):
-                if tokens[start : start + n] == suffix:
-                    # Copy what followed the match; a match within the last k tokens means a repeating
-                    # cycle, whose continuation is the cycle itself (copied from the growing proposal).
-                    extended = tokens[:]
-                    for j in range(k):
-                        extended.append(extended[start + n + j])
-                    return extended[length:], None
-        return [], None
 
 
 @dataclass

@@ -23,8 +23,8 @@ from xgrammar.structural_tag import (
     TagFormat,
 )
 
-from switchyard.engine.structured import StructuredOutputsParams, choice_ebnf, parse_json_schema
-from switchyard.engine.xgrammar_backend import strict_json_ebnf
+from switchyard.engine.structured.params import StructuredOutputsParams, choice_ebnf, parse_json_schema
+from switchyard.engine.structured.xgrammar import strict_json_ebnf
 from switchyard.reasoning import THINK_CLOSE, THINK_OPEN
 
 GAP_BEFORE_ANSWER = r"[ \n]{0,8}"

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from switchyard.errors import SwitchyardError
 
 if TYPE_CHECKING:
-    from switchyard.agents.rag import Passage
+    from switchyard.agents.rag.store import Passage
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,8 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from switchyard.agents.embeddings import MiniLMEmbedder
-    from switchyard.agents.rag import RagStore
+    from switchyard.agents.rag.embeddings import MiniLMEmbedder
+    from switchyard.agents.rag.store import RagStore
 
     try:
         store = RagStore(MiniLMEmbedder(), getattr(args, "db", None))

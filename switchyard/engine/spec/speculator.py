@@ -19,9 +19,9 @@ from typing import Protocol
 
 import torch
 
-from switchyard.engine.draft_proposer import DraftProposal, GrammarMask, extend_proposal, sample_drafts
 from switchyard.engine.sampler import Sampler
 from switchyard.engine.sequence import Sequence
+from switchyard.engine.spec.draft import DraftProposal, GrammarMask, extend_proposal, sample_drafts
 from switchyard.models.speculator import Speculator
 
 

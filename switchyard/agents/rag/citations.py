@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from switchyard.agents.rag import Passage
+from switchyard.agents.rag.store import Passage
 
 UNTRUSTED_OPEN = "<<<retrieved-passage"
 UNTRUSTED_CLOSE = "<<<end-retrieved-passage>>>"
