@@ -22,6 +22,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -152,6 +153,9 @@ class RequestStream:
 
     def __init__(self, engine: AsyncLLMEngine, request_id: str, timeout: float | None) -> None:
         self.request_id = request_id
+        self.prompt_token_ids: list[int] = []
+        """The prompt as the engine keeps it (after `truncate_prompt_tokens`); set once the request is admitted.
+        Read-only: the engine's own list."""
         self._engine = engine
         self._timeout = timeout
         self._deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
@@ -216,6 +220,13 @@ class RequestStream:
         self.abort()
 
 
+@dataclass(frozen=True)
+class _QueueFull:
+    """The engine thread's answer to an add that found `max_waiting` requests already waiting."""
+
+    num_waiting: int
+
+
 class AsyncLLMEngine:
     """An LLMEngine stepped by an asyncio task on its own thread, with bounded admission.
 
@@ -260,6 +271,11 @@ class AsyncLLMEngine:
     def tokenizer(self) -> Any:
         """The engine's tokenizer. Use it on the engine thread (`run_in_engine_thread`) or read-only."""
         return self.engine.tokenizer
+
+    @property
+    def model_path(self) -> Path:
+        """Where the served model's weights were loaded from (what /v1/models reports as its root)."""
+        return self.engine.model_path
 
     @property
     def max_model_len(self) -> int:
@@ -335,11 +351,11 @@ class AsyncLLMEngine:
                     continue
                 raise
 
-    async def compile_grammar(self, spec: StructuredOutputsParams) -> None:
+    async def _compile_grammar(self, spec: StructuredOutputsParams) -> None:
         """Compile a request's grammar on the grammar pool (cached by content), off the loop and the steps.
 
-        Raises InvalidRequestError for a grammar that does not compile, so the server can answer 400 before
-        admitting the request; the engine then finds the grammar cached.
+        Raises InvalidRequestError for a grammar that does not compile, before the request is queued; the
+        engine then finds the grammar cached.
         """
         manager = await self.run_in_engine_thread(lambda: self.engine.structured_outputs)
         await asyncio.wrap_future(manager.submit(spec))
@@ -357,10 +373,13 @@ class AsyncLLMEngine:
     ) -> RequestStream:
         """Admit a request and return its stream; raises at once if it is never going to run.
 
-        Raises InvalidRequestError for a request that can never be served, QueueFullError when `max_waiting`
-        requests are already waiting, EngineDeadError when the loop is not running. `timeout` (seconds, from
-        now, queueing included) bounds the whole request; past it the stream aborts the request and raises
-        RequestTimeoutError.
+        The one call a server makes per request: its grammar (`params.structured_outputs`) is compiled here,
+        on the grammar pool, before anything is queued, and the engine truncates the prompt
+        (`truncate_prompt_tokens`); the stream's `prompt_token_ids` is the prompt it kept.
+        Raises InvalidRequestError for a request that can never be served (a grammar that does not compile
+        included), QueueFullError when `max_waiting` requests are already waiting, EngineDeadError when the
+        loop is not running. `timeout` (seconds, from now, queueing included) bounds the whole request; past it
+        the stream aborts the request and raises RequestTimeoutError.
         """
         self._check_alive()
         if request_id in self._streams:
@@ -368,7 +387,9 @@ class AsyncLLMEngine:
         stream = RequestStream(self, request_id, timeout)
         self._streams[request_id] = stream  # before the add, so no output can arrive unclaimed
         try:
-            waiting_when_full = await self.run_in_engine_thread(
+            if params.structured_outputs is not None:
+                await self._compile_grammar(params.structured_outputs)
+            admitted = await self.run_in_engine_thread(
                 self._add_on_thread, request_id, prompt, params, now(), priority, tenant
             )
         except asyncio.CancelledError:
@@ -384,9 +405,10 @@ class AsyncLLMEngine:
         except BaseException:
             self._forget(request_id)
             raise
-        if waiting_when_full is not None:
+        if isinstance(admitted, _QueueFull):
             self._forget(request_id)
-            raise QueueFullError(waiting_when_full, self.retry_after(waiting_when_full))
+            raise QueueFullError(admitted.num_waiting, self.retry_after(admitted.num_waiting))
+        stream.prompt_token_ids = admitted
         assert self._wake is not None
         self._wake.set()
         return stream
@@ -441,15 +463,15 @@ class AsyncLLMEngine:
         arrival: float,
         priority: int,
         tenant: str | None,
-    ) -> int | None:
-        """Runs on the engine thread; returns the waiting count instead of adding when the queue is full."""
+    ) -> list[int] | _QueueFull:
+        """Runs on the engine thread; returns the prompt the engine kept, or, without adding, a full queue."""
         num_waiting = self.engine.scheduler.num_waiting
         if num_waiting >= self.max_waiting:
-            return num_waiting
+            return _QueueFull(num_waiting)
         self.engine.add_request(
             request_id, prompt, params, arrival_time=arrival, priority=priority, tenant=tenant
         )
-        return None
+        return self.engine.requests[request_id].prompt_token_ids
 
     def _step_on_thread(self) -> StepReport:
         outputs = self.engine.step()

@@ -26,22 +26,18 @@ from switchyard.engine.async_engine import AsyncLLMEngine
 from switchyard.errors import SwitchyardError
 from switchyard.server.body_limit import BodySizeLimitMiddleware
 from switchyard.server.chat import create_chat_completion
+from switchyard.server.chat_protocol import ChatCompletionRequest
 from switchyard.server.completions import create_completion
+from switchyard.server.completions_protocol import CompletionRequest
 from switchyard.server.cors import add_cors
 from switchyard.server.errors import AuthenticationError, ModelNotFoundError, describe
 from switchyard.server.metrics import CONTENT_TYPE, ServerMetrics
-from switchyard.server.protocol import (
-    ChatCompletionRequest,
-    CompletionRequest,
-    DetokenizeRequest,
-    ModelCard,
-    ModelList,
-    TokenizeRequest,
-)
+from switchyard.server.protocol import ModelCard, ModelList
 from switchyard.server.responses import create_response
 from switchyard.server.responses_protocol import ResponsesRequest
 from switchyard.server.state import ServerSettings, ServerState
 from switchyard.server.tokenize import detokenize, tokenize
+from switchyard.server.tokenize_protocol import DetokenizeRequest, TokenizeRequest
 
 
 def build_app(engine: AsyncLLMEngine, settings: ServerSettings) -> FastAPI:
@@ -106,7 +102,7 @@ def _openai_routes(state: ServerState) -> APIRouter:
         return await create_response(body, state, request)
 
     def card(name: str) -> ModelCard:
-        root = str(state.engine.engine.model_path)
+        root = str(state.engine.model_path)
         return ModelCard(id=name, created=state.created, root=root, max_model_len=state.engine.max_model_len)
 
     @router.get("/models", response_model=None)

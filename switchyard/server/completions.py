@@ -6,6 +6,11 @@ prompt fails the whole request with nothing left running.
 
 `echo` puts each prompt before its choices (with logprobs, the prompt tokens' logprobs too, from the engine's
 prompt_logprobs), and with max_tokens 0 returns only that, which is how evaluation harnesses score a text.
+
+Text prompts are tokenized in one trip to the text thread; `AsyncLLMEngine.add_request` is the one engine call
+per prompt, which compiles the output constraint (a bad grammar is a 400 before anything is queued) and
+truncates the prompt (the echo shows what it kept). Chunks stay CompletionResponse objects until
+streaming.py writes them out.
 """
 
 from __future__ import annotations
@@ -19,15 +24,13 @@ from fastapi.responses import Response
 from switchyard.engine.async_engine import RequestFailedError, RequestStream, RequestTimeoutError
 from switchyard.engine.sequence import CompletionOutput, RequestOutput, TokenLogprob
 from switchyard.errors import InvalidRequestError
-from switchyard.server.protocol import (
-    MIN_LOGPROB,
+from switchyard.server.completions_protocol import (
     CompletionChoice,
     CompletionLogprobs,
     CompletionRequest,
     CompletionResponse,
-    Usage,
-    prompt_logprobs_of,
 )
+from switchyard.server.protocol import MIN_LOGPROB, Usage, prompt_logprobs_of
 from switchyard.server.response_format import structured_outputs_of
 from switchyard.server.state import ServerState, TokenTexts, new_id, tenant_of
 from switchyard.server.streaming import event_stream_response, merge_streams, until_disconnected
@@ -45,18 +48,15 @@ async def create_completion(
     params = body.build_sampling_params(state.engine.generation_defaults, max_tokens, body.logprobs)
     if body.echo and body.logprobs is not None:
         params.prompt_logprobs = max(body.logprobs, params.prompt_logprobs or 0)
-    constraint = structured_outputs_of(None, body.structured_outputs, body.guided_fields())
-    if constraint is not None:
-        await state.engine.compile_grammar(constraint)  # 400 for a bad grammar, before anything is queued
-        params.structured_outputs = constraint
+    params.structured_outputs = structured_outputs_of(None, body.structured_outputs, body.guided_fields())
+    if body.echo and state.engine.tokenizer is None and not all(isinstance(p, str) for p in body.prompt):
+        raise InvalidRequestError("echo of token-id prompts needs the model's tokenizer", param="echo")
     # Text is tokenized on the text thread, so a huge prompt never stalls the engine's steps.
-    prompts = [await state.engine.text.encode(p) if isinstance(p, str) else p for p in body.prompt]
-    kept = [state.engine.engine.truncate_prompt(ids, params) for ids in prompts]
-    echo_texts = await _prompt_texts(state, body.prompt, prompts, kept) if body.echo else None
+    prompts = await state.engine.text.encode_prompts(body.prompt)
     request_id = new_id("cmpl")
     streams: list[RequestStream] = []
     try:
-        for index, token_ids in enumerate(kept):
+        for index, token_ids in enumerate(prompts):
             streams.append(
                 await state.admit(
                     f"{request_id}-{index}",
@@ -66,6 +66,7 @@ async def create_completion(
                     tenant=tenant_of(http_request, body.user),
                 )
             )
+        echo_texts = await _prompt_texts(state, body.prompt, prompts, streams) if body.echo else None
     except BaseException:
         for stream in streams:
             stream.abort()
@@ -93,19 +94,20 @@ async def create_completion(
 
 
 async def _prompt_texts(
-    state: ServerState, prompts: list[str | list[int]], token_ids: list[list[int]], kept: list[list[int]]
+    state: ServerState,
+    prompts: list[str | list[int]],
+    token_ids: list[list[int]],
+    streams: list[RequestStream],
 ) -> list[str]:
     """Each prompt as text, for echo: a string as given, token ids (or what truncate_prompt_tokens kept of
-    either) decoded on the text thread."""
-    engine = state.engine
+    either, as its stream reports) decoded on the text thread."""
     texts = []
-    for prompt, ids, kept_ids in zip(prompts, token_ids, kept, strict=True):
-        if isinstance(prompt, str) and len(kept_ids) == len(ids):
+    for prompt, ids, stream in zip(prompts, token_ids, streams, strict=True):
+        kept = stream.prompt_token_ids
+        if isinstance(prompt, str) and len(kept) == len(ids):
             texts.append(prompt)
-        elif engine.tokenizer is None:
-            raise InvalidRequestError("echo of token-id prompts needs the model's tokenizer", param="echo")
         else:
-            texts.append(await engine.text.decode(kept_ids))
+            texts.append(await state.engine.text.decode(kept))
     return texts
 
 
@@ -164,8 +166,8 @@ class _CompletionReply:
 
     async def chunks(
         self, streams: list[RequestStream], include_usage: bool, continuous_usage: bool = False
-    ) -> AsyncIterator[str]:
-        """The SSE chunks; `continuous_usage` puts each choice's usage so far on its chunks."""
+    ) -> AsyncIterator[CompletionResponse]:
+        """The stream's chunks; `continuous_usage` puts each choice's usage so far on its chunks."""
         finals: list[RequestOutput | None] = [None] * len(streams)
         started: set[int] = set()
         finished: set[int] = set()
@@ -250,11 +252,10 @@ class _CompletionReply:
             return usage
         return usage.model_copy(update={"completion_tokens": 0, "total_tokens": usage.prompt_tokens})
 
-    def _chunk(self, choices: list[CompletionChoice], usage: Usage | None = None) -> str:
-        chunk = CompletionResponse(
+    def _chunk(self, choices: list[CompletionChoice], usage: Usage | None = None) -> CompletionResponse:
+        return CompletionResponse(
             id=self.request_id, created=self.created, model=self.model, choices=choices, usage=usage
         )
-        return chunk.model_dump_json()
 
     def _logprobs(self, rows: list[_Row], start_offset: int) -> CompletionLogprobs:
         tokens = [self.tokens.text(token_id) for token_id, _ in rows]

@@ -71,9 +71,11 @@ class ErrorInfo:
         detail = ErrorDetail(message=self.message, type=self.type, param=self.param, code=self.code)
         return ErrorResponse(error=detail).model_dump()
 
-    def sse_event(self) -> str:
-        """The error as a stream event; the OpenAI client raises APIError with its message."""
-        return f"data: {json.dumps(self.body(), ensure_ascii=False)}\n\n"
+    def sse_event(self, name: str | None = None) -> str:
+        """The error as a stream event (`event: <name>` first when named); the OpenAI client raises APIError
+        with its message."""
+        data = f"data: {json.dumps(self.body(), ensure_ascii=False)}\n\n"
+        return data if name is None else f"event: {name}\n{data}"
 
 
 def describe(exc: BaseException) -> ErrorInfo:

@@ -1,9 +1,9 @@
 """POST /v1/responses: OpenAI's Responses API, served through the chat completions path.
 
-The request becomes the equivalent chat request (responses_input.py) and goes through
-`create_chat_completion`, so admission, tool-call constraints, structured outputs, metrics, timeouts and
-abort-on-disconnect are the chat endpoint's own. Its answer is translated back: a chat completion into a
-`response` object, a chat stream into Responses events (`response.created`, `response.in_progress`, then per
+The request becomes the equivalent chat request (responses_input.py) and is admitted by the chat endpoint's
+`start_chat`, so preparation, admission, tool-call constraints, structured outputs, metrics, timeouts and
+abort-on-disconnect are the chat endpoint's own. Its reply is translated back: a chat completion into a
+`response` object, the chat reply's typed chunks into Responses events (`response.created`, `response.in_progress`, then per
 output item `output_item.added`, text or argument deltas and their `done` events, `output_item.done`, and last
 `response.completed`, or `response.incomplete` when `max_output_tokens` cut the reply, as OpenAI's API ends).
 Streamed and non-streamed responses are built by one function (`_response`), so they agree.
@@ -13,17 +13,18 @@ Stateless, like vLLM without a store: `store: true` and `previous_response_id` a
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import AsyncIterator
 
 from fastapi import Request
 from fastapi.responses import Response
-from starlette.types import Message, Receive, Scope, Send
 
 from switchyard.errors import InvalidRequestError
-from switchyard.server.chat import create_chat_completion
-from switchyard.server.protocol import ChatCompletionChunk, ChatCompletionResponse, Usage
+from switchyard.server.chat import start_chat
+from switchyard.server.chat_protocol import ChatCompletionChunk, ChatCompletionResponse
+from switchyard.server.chat_reply import ChatReply
+from switchyard.server.protocol import Usage
 from switchyard.server.responses_input import chat_request_of, rename_error
 from switchyard.server.responses_protocol import (
     ArgumentsDeltaEvent,
@@ -52,21 +53,35 @@ from switchyard.server.responses_protocol import (
     TextDoneEvent,
 )
 from switchyard.server.state import ServerState
+from switchyard.server.streaming import named_event_stream_response, until_disconnected
 
 
 async def create_response(body: ResponsesRequest, state: ServerState, http_request: Request) -> Response:
     """The response to `body`: JSON, or an event stream when `body.stream`; errors in Responses terms."""
     chat_request = chat_request_of(body, stream=body.stream)
     try:
-        result = await create_chat_completion(chat_request, state, http_request)
+        reply = await start_chat(chat_request, state, http_request)
     except InvalidRequestError as exc:
         raise rename_error(exc) from None
-    if isinstance(result, ChatCompletionResponse):
-        response = response_of_completion(body, result)
-        return Response(content=response.model_dump_json(), media_type="application/json")
-    if not body.stream:
+    if body.stream:
+        events = _translated(reply, chat_request.include_usage, StreamTranslator(body))
+        return named_event_stream_response(events, [reply.stream])
+    async with reply.stream:  # aborts the request if the client left before it finished
+        result = await until_disconnected(http_request, reply.collect())
+    if not isinstance(result, ChatCompletionResponse):
         return result  # the client left before the answer (499)
-    return _TranslatedEventStream(result, StreamTranslator(body))
+    response = response_of_completion(body, result)
+    return Response(content=response.model_dump_json(), media_type="application/json")
+
+
+async def _translated(
+    reply: ChatReply, include_usage: bool, translator: StreamTranslator
+) -> AsyncIterator[StreamEvent]:
+    """The chat reply's chunks, as Responses events."""
+    async with contextlib.aclosing(reply.chunks(include_usage)) as chunks:
+        async for chunk in chunks:
+            for event in translator.feed(chunk):
+                yield event
 
 
 def response_of_completion(body: ResponsesRequest, completion: ChatCompletionResponse) -> ResponseObject:
@@ -377,46 +392,3 @@ class StreamTranslator:
             )
         )
         return events
-
-
-class _TranslatedEventStream(Response):
-    """The chat endpoint's event stream, its chunks rewritten into Responses events on their way out.
-
-    It runs the chat stream's own ASGI response (which aborts the engine request when the client leaves or the
-    stream ends), and only rewrites the body messages it sends: each `data: <chunk>` becomes named events
-    (`event: <type>`), an error event passes as it is (the openai client raises it), `[DONE]` is dropped
-    (the Responses API ends with its terminal event).
-    """
-
-    def __init__(self, chat_stream: Response, translator: StreamTranslator) -> None:
-        super().__init__()
-        self._chat_stream = chat_stream
-        self._translator = translator
-        self._pending = b""
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self._chat_stream(scope, receive, self._rewriting(send))
-
-    def _rewriting(self, send: Send) -> Callable[[Message], Awaitable[None]]:
-        async def rewrite(message: Message) -> None:
-            if message["type"] == "http.response.body":
-                message = {**message, "body": self._translate(message.get("body", b""))}
-            await send(message)
-
-        return rewrite
-
-    def _translate(self, body: bytes) -> bytes:
-        self._pending += body
-        *complete, self._pending = self._pending.split(b"\n\n")
-        out: list[str] = []
-        for raw in complete:
-            data = raw.decode("utf-8").removeprefix("data: ")
-            if data == "[DONE]":
-                continue
-            parsed: Any = json.loads(data)
-            if "error" in parsed:
-                out.append(f"event: error\ndata: {data}\n\n")
-                continue
-            for event in self._translator.feed(ChatCompletionChunk.model_validate(parsed)):
-                out.append(f"event: {event.type}\ndata: {event.model_dump_json()}\n\n")
-        return "".join(out).encode("utf-8")

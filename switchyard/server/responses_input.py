@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from switchyard.errors import InvalidRequestError
-from switchyard.server.protocol import ChatCompletionRequest
+from switchyard.server.chat_protocol import ChatCompletionRequest
 from switchyard.server.responses_protocol import ResponsesRequest
 
 _MESSAGE_ROLES = ("user", "system", "developer", "assistant")

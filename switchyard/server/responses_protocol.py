@@ -9,26 +9,18 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from switchyard.server.protocol import StopField
-
-
-class _Request(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-
-class _Response(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+from switchyard.server.protocol import RequestBody, ResponseBody, StopField
 
 
 # ------------------------------------------------------------------ requests
-class TextConfig(_Request):
+class TextConfig(RequestBody):
     format: dict[str, Any] | None = None
     """`{"type": "text"}`, `{"type": "json_object"}` or `{"type": "json_schema", "name", "schema", "strict"}`."""
 
 
-class ResponsesRequest(_Request):
+class ResponsesRequest(RequestBody):
     model: str | None = None
     """Must be a served model name; omitted means the first one."""
     input: Any
@@ -73,13 +65,13 @@ LifecycleType = Literal[
 ]
 
 
-class OutputText(_Response):
+class OutputText(ResponseBody):
     type: Literal["output_text"] = "output_text"
     text: str
     annotations: list[Any] = Field(default_factory=list)
 
 
-class OutputMessage(_Response):
+class OutputMessage(ResponseBody):
     id: str
     type: Literal["message"] = "message"
     role: Literal["assistant"] = "assistant"
@@ -87,7 +79,7 @@ class OutputMessage(_Response):
     content: list[OutputText]
 
 
-class FunctionCallItem(_Response):
+class FunctionCallItem(ResponseBody):
     id: str
     type: Literal["function_call"] = "function_call"
     status: ItemStatus
@@ -96,12 +88,12 @@ class FunctionCallItem(_Response):
     arguments: str
 
 
-class ReasoningText(_Response):
+class ReasoningText(ResponseBody):
     type: Literal["reasoning_text"] = "reasoning_text"
     text: str
 
 
-class ReasoningItem(_Response):
+class ReasoningItem(ResponseBody):
     """A reasoning model's <think> text (with the server's --reasoning-parser), before the answer's items."""
 
     id: str
@@ -114,15 +106,15 @@ class ReasoningItem(_Response):
 OutputItem = OutputMessage | FunctionCallItem | ReasoningItem
 
 
-class InputTokensDetails(_Response):
+class InputTokensDetails(ResponseBody):
     cached_tokens: int = 0
 
 
-class OutputTokensDetails(_Response):
+class OutputTokensDetails(ResponseBody):
     reasoning_tokens: int = 0
 
 
-class ResponseUsage(_Response):
+class ResponseUsage(ResponseBody):
     input_tokens: int
     input_tokens_details: InputTokensDetails
     output_tokens: int
@@ -130,11 +122,11 @@ class ResponseUsage(_Response):
     total_tokens: int
 
 
-class IncompleteDetails(_Response):
+class IncompleteDetails(ResponseBody):
     reason: Literal["max_output_tokens"]
 
 
-class ResponseObject(_Response):
+class ResponseObject(ResponseBody):
     """A response as OpenAI returns it; the request's settings are echoed back, as OpenAI's are."""
 
     id: str
@@ -162,7 +154,7 @@ class ResponseObject(_Response):
 
 
 # ------------------------------------------------------------ stream events
-class ResponseEvent(_Response):
+class ResponseEvent(ResponseBody):
     """response.created / in_progress / completed / incomplete: the response as it stands."""
 
     type: LifecycleType
@@ -170,14 +162,14 @@ class ResponseEvent(_Response):
     response: ResponseObject
 
 
-class OutputItemEvent(_Response):
+class OutputItemEvent(ResponseBody):
     type: Literal["response.output_item.added", "response.output_item.done"]
     sequence_number: int
     output_index: int
     item: OutputItem
 
 
-class ContentPartEvent(_Response):
+class ContentPartEvent(ResponseBody):
     type: Literal["response.content_part.added", "response.content_part.done"]
     sequence_number: int
     item_id: str
@@ -186,7 +178,7 @@ class ContentPartEvent(_Response):
     part: OutputText
 
 
-class TextDeltaEvent(_Response):
+class TextDeltaEvent(ResponseBody):
     type: Literal["response.output_text.delta"] = "response.output_text.delta"
     sequence_number: int
     item_id: str
@@ -196,7 +188,7 @@ class TextDeltaEvent(_Response):
     logprobs: list[Any] = Field(default_factory=list)
 
 
-class TextDoneEvent(_Response):
+class TextDoneEvent(ResponseBody):
     type: Literal["response.output_text.done"] = "response.output_text.done"
     sequence_number: int
     item_id: str
@@ -206,7 +198,7 @@ class TextDoneEvent(_Response):
     logprobs: list[Any] = Field(default_factory=list)
 
 
-class ArgumentsDeltaEvent(_Response):
+class ArgumentsDeltaEvent(ResponseBody):
     type: Literal["response.function_call_arguments.delta"] = "response.function_call_arguments.delta"
     sequence_number: int
     item_id: str
@@ -214,7 +206,7 @@ class ArgumentsDeltaEvent(_Response):
     delta: str
 
 
-class ArgumentsDoneEvent(_Response):
+class ArgumentsDoneEvent(ResponseBody):
     type: Literal["response.function_call_arguments.done"] = "response.function_call_arguments.done"
     sequence_number: int
     item_id: str
@@ -223,7 +215,7 @@ class ArgumentsDoneEvent(_Response):
     arguments: str
 
 
-class ReasoningDeltaEvent(_Response):
+class ReasoningDeltaEvent(ResponseBody):
     type: Literal["response.reasoning_text.delta"] = "response.reasoning_text.delta"
     sequence_number: int
     item_id: str
@@ -232,7 +224,7 @@ class ReasoningDeltaEvent(_Response):
     delta: str
 
 
-class ReasoningDoneEvent(_Response):
+class ReasoningDoneEvent(ResponseBody):
     type: Literal["response.reasoning_text.done"] = "response.reasoning_text.done"
     sequence_number: int
     item_id: str

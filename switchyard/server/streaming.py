@@ -1,9 +1,12 @@
-"""Server-sent events and client-disconnect handling shared by the chat and completions endpoints.
+"""Server-sent events and client-disconnect handling shared by the chat, completions and Responses endpoints.
 
-An error after the 200 headers went out cannot change the status any more, so it is sent as an OpenAI error
-event, `data: {"error": {...}}`, on which the OpenAI client raises APIError with the message; `data: [DONE]`
-follows for plain SSE readers. A client that goes away cancels the generator feeding the response, and
-leaving the streams' `async with` aborts their engine requests.
+Endpoints produce typed bodies (pydantic chunk and event models) and this is the one place that writes them
+out: as `data: <json>` messages ending with `data: [DONE]` (chat and completions), or as named events,
+`event: <type>` then `data: <json>`, ending with the last event (the Responses API). An error after the 200
+headers went out cannot change the status any more, so it is sent as an OpenAI error event,
+`data: {"error": {...}}` (named `error` in a Responses stream), on which the OpenAI client raises APIError with
+the message. A client that goes away cancels the generator feeding the response, and leaving the streams'
+`async with` aborts their engine requests.
 """
 
 from __future__ import annotations
@@ -11,10 +14,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from fastapi import Request
 from fastapi.responses import Response, StreamingResponse
+from pydantic import BaseModel
 from starlette.types import Receive, Scope, Send
 
 from switchyard.engine.async_engine import RequestStream
@@ -29,14 +33,37 @@ CLIENT_CLOSED_REQUEST = 499
 _DONE = "data: [DONE]\n\n"
 
 
-def event_stream_response(events: AsyncIterator[str], streams: list[RequestStream]) -> StreamingResponse:
-    """A text/event-stream response of JSON `events`, ending with an error event if they raise, then [DONE].
+class NamedEvent(Protocol):
+    """A stream event that names its own type (the Responses API's events)."""
 
-    `streams` are the engine requests feeding `events`; they are aborted when the response ends for any
-    reason, even one that never started iterating `events` (a client gone before the first byte).
+    @property
+    def type(self) -> str: ...
+
+    def model_dump_json(self) -> str: ...
+
+
+def event_stream_response(
+    chunks: AsyncIterator[BaseModel], streams: list[RequestStream]
+) -> StreamingResponse:
+    """A text/event-stream response of `data: <chunk>` messages, an error event if `chunks` raise, then [DONE].
+
+    `streams` are the engine requests feeding `chunks`; they are aborted when the response ends for any
+    reason, even one that never started iterating `chunks` (a client gone before the first byte).
     """
+    return _event_stream(_data_messages(chunks), streams)
+
+
+def named_event_stream_response(
+    events: AsyncIterator[NamedEvent], streams: list[RequestStream]
+) -> StreamingResponse:
+    """A text/event-stream response of `event: <type>` + `data: <event>` messages, as the Responses API sends
+    them: no [DONE], an error is an `event: error`. `streams` are aborted as in `event_stream_response`."""
+    return _event_stream(_named_messages(events), streams)
+
+
+def _event_stream(messages: AsyncIterator[str], streams: list[RequestStream]) -> StreamingResponse:
     return _EventStreamResponse(
-        _sse(events),
+        messages,
         streams,
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
@@ -56,14 +83,23 @@ class _EventStreamResponse(StreamingResponse):
                 stream.abort()
 
 
-async def _sse(events: AsyncIterator[str]) -> AsyncIterator[str]:
-    async with contextlib.aclosing(events):  # type: ignore[type-var]
+async def _data_messages(chunks: AsyncIterator[BaseModel]) -> AsyncIterator[str]:
+    async with contextlib.aclosing(chunks):  # type: ignore[type-var]
         try:
-            async for data in events:
-                yield f"data: {data}\n\n"
+            async for chunk in chunks:
+                yield f"data: {chunk.model_dump_json()}\n\n"
         except Exception as exc:  # CancelledError (a disconnect) is a BaseException and passes through
             yield describe(exc).sse_event()
     yield _DONE
+
+
+async def _named_messages(events: AsyncIterator[NamedEvent]) -> AsyncIterator[str]:
+    async with contextlib.aclosing(events):  # type: ignore[type-var]
+        try:
+            async for event in events:
+                yield f"event: {event.type}\ndata: {event.model_dump_json()}\n\n"
+        except Exception as exc:  # as in _data_messages
+            yield describe(exc).sse_event(name="error")
 
 
 async def merge_streams(streams: list[RequestStream]) -> AsyncIterator[tuple[int, RequestOutput]]:

@@ -7,15 +7,15 @@ rewriting), so `count` is the `prompt_tokens` a chat request with the same messa
 from __future__ import annotations
 
 from switchyard.errors import InvalidRequestError
-from switchyard.server.chat import render_conversation
-from switchyard.server.protocol import (
+from switchyard.server.chat_prepare import render_conversation
+from switchyard.server.chat_protocol import chat_template_options
+from switchyard.server.state import ServerState
+from switchyard.server.tokenize_protocol import (
     DetokenizeRequest,
     DetokenizeResponse,
     TokenizeRequest,
     TokenizeResponse,
-    chat_template_options,
 )
-from switchyard.server.state import ServerState
 
 
 async def tokenize(body: TokenizeRequest, state: ServerState) -> TokenizeResponse:
@@ -29,7 +29,7 @@ async def tokenize(body: TokenizeRequest, state: ServerState) -> TokenizeRespons
         if not body.messages:
             raise InvalidRequestError("messages must not be empty", param="messages")
         options = chat_template_options(body)  # type: ignore[arg-type]
-        tokens = await render_conversation(state, body.messages, body.tools, options)
+        tokens = (await render_conversation(state, body.messages, body.tools, options)).prompt_token_ids
     else:
         tokens = await engine.text.encode(body.prompt or "", add_special_tokens=body.add_special_tokens)
     strs = [state.token_texts.text(token) for token in tokens] if body.return_token_strs else None

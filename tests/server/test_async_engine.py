@@ -23,7 +23,9 @@ from switchyard.engine.async_engine import (
 )
 from switchyard.engine.engine import LLMEngine
 from switchyard.engine.sampling_params import SamplingParams
+from switchyard.engine.structured.params import StructuredOutputsParams
 from switchyard.errors import InvalidRequestError
+from switchyard.models.tokenizer import render_chat
 
 T = TypeVar("T")
 
@@ -131,6 +133,41 @@ def test_invalid_request_fails_at_admission(llm_engine: LLMEngine) -> None:
             await engine.add_request("a", list(range(5, 300)), SHORT)
         assert info.value.param == "prompt"
         assert engine.num_in_flight == 0
+
+    run(llm_engine, body)
+
+
+def test_a_grammar_that_does_not_compile_is_refused_before_anything_is_queued(llm_engine: LLMEngine) -> None:
+    async def body(engine: AsyncLLMEngine) -> None:
+        bad = SamplingParams(max_tokens=8, structured_outputs=StructuredOutputsParams(grammar="root ::= ("))
+        steps = engine.num_steps
+        with pytest.raises(InvalidRequestError):
+            await engine.add_request("bad", [5, 6, 7], bad)
+        assert engine.num_in_flight == 0 and engine.num_steps == steps
+        assert await engine.run_in_engine_thread(lambda: engine.engine.scheduler.num_waiting) == 0
+
+    run(llm_engine, body)
+
+
+def test_the_stream_reports_the_prompt_the_engine_kept(llm_engine: LLMEngine) -> None:
+    async def body(engine: AsyncLLMEngine) -> None:
+        truncated = SamplingParams(temperature=0, max_tokens=4, ignore_eos=True, truncate_prompt_tokens=3)
+        async with await engine.add_request("cut", [5, 6, 7, 8, 9], truncated) as stream:
+            assert stream.prompt_token_ids == [7, 8, 9]
+            assert [o async for o in stream][-1].prompt_token_ids == [7, 8, 9]
+
+    run(llm_engine, body)
+
+
+def test_a_chat_renders_and_reads_its_end_in_one_call(llm_engine: LLMEngine) -> None:
+    async def body(engine: AsyncLLMEngine) -> None:
+        messages = [{"role": "user", "content": "hello"}]
+        rendered = await engine.text.render_chat(messages, tail_tokens=4)
+        assert rendered.prompt_token_ids == render_chat(llm_engine.tokenizer, messages)
+        assert rendered.tail_text == llm_engine.tokenizer.decode(rendered.prompt_token_ids[-4:])
+        assert (await engine.text.render_chat(messages)).tail_text == ""
+        prompts = await engine.text.encode_prompts(["hello there", [5, 6]])
+        assert prompts == [llm_engine.tokenize("hello there"), [5, 6]]
 
     run(llm_engine, body)
 

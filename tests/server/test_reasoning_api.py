@@ -309,3 +309,28 @@ def test_with_reasoning_turned_off_the_format_binds_from_the_start(reasoning_ser
     choice = response.json()["choices"][0]
     assert choice["finish_reason"] == "stop" and set(json.loads(choice["message"]["content"])) == {"a"}
     assert "reasoning" not in choice["message"]
+
+
+def test_a_chat_request_is_one_text_trip_and_one_engine_call(
+    reasoning_server: RunningServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rendering, tokenizing and reading the prompt's end go to the text thread together; the grammar is
+    compiled and the prompt truncated inside the engine's add_request, the server's only engine call."""
+    engine = reasoning_server.engine
+    trips: list[str] = []
+    text_run, add_request = engine.text._run, engine.add_request
+
+    async def counted_run(fn: Any, *args: Any, **kwargs: Any) -> Any:
+        trips.append("text")
+        return await text_run(fn, *args, **kwargs)
+
+    async def counted_add(*args: Any, **kwargs: Any) -> Any:
+        trips.append("add")
+        return await add_request(*args, **kwargs)
+
+    monkeypatch.setattr(engine.text, "_run", counted_run)
+    monkeypatch.setattr(engine, "add_request", counted_add)
+    response = chat(reasoning_server, response_format=JSON_FORMAT, truncate_prompt_tokens=8)
+    assert response.status_code == 200, response.text
+    assert trips == ["text", "add"]
+    assert response.json()["usage"]["prompt_tokens"] == 8

@@ -20,7 +20,7 @@ import openai
 import pytest
 from harness import MODEL, WEATHER_PARAMETERS, RunningServer, start_server, start_tool_server
 
-from switchyard.server.protocol import (
+from switchyard.server.chat_protocol import (
     ChatChoice,
     ChatChunkChoice,
     ChatCompletionChunk,
@@ -31,8 +31,8 @@ from switchyard.server.protocol import (
     DeltaToolCall,
     FunctionCall,
     ToolCall,
-    Usage,
 )
+from switchyard.server.protocol import Usage
 from switchyard.server.responses import StreamTranslator, response_of_completion
 from switchyard.server.responses_protocol import ResponsesRequest
 

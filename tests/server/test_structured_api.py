@@ -11,7 +11,7 @@ import openai
 import pytest
 from harness import MODEL, WEATHER_PARAMETERS, RunningServer, metric, start_tool_server
 
-from switchyard.server.chat import _finish_reason
+from switchyard.server.chat_reply import finish_reason_of
 from switchyard.tool_calling import ToolCall
 
 SCHEMA = {
@@ -407,9 +407,9 @@ def test_auto_tool_calls_may_still_stop_on_a_stop_string(client: openai.OpenAI) 
 )
 def test_a_call_cut_by_a_stop_string_does_not_finish_with_tool_calls(arguments: str, expected: str) -> None:
     call = ToolCall(id="call_1", name="add", arguments=arguments, complete=False)
-    assert _finish_reason("stop", [call]) == expected
-    assert _finish_reason("length", [call]) == "length"
-    assert _finish_reason("stop", []) == "stop"
+    assert finish_reason_of("stop", [call]) == expected
+    assert finish_reason_of("length", [call]) == "length"
+    assert finish_reason_of("stop", []) == "stop"
 
 
 def test_grammar_work_shows_in_metrics(server: RunningServer, client: openai.OpenAI) -> None:
