@@ -28,6 +28,7 @@ from switchyard.agents.model import OpenAIModelClient
 from switchyard.agents.result import RunResult
 from switchyard.agents.runner import Runner
 from switchyard.agents.tracing import AgentTracer, TraceConfig
+from switchyard.errors import SwitchyardError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -74,14 +75,12 @@ def run_demo(args: argparse.Namespace, out: TextIO | None = None) -> int:
     server: subprocess.Popen[bytes] | None = None
     base_url = args.base_url
     if base_url is None:
-        from switchyard.models.registry import resolve_model
-
+        # The server resolves the model (a bundled name or a folder): agents never load models themselves.
         try:
-            resolve_model(args.model)
-        except Exception as exc:
+            server, base_url = start_server(args.model, args.device, out)
+        except ServerStartError as exc:
             print(f"switchyard agent demo: error: {exc}", file=sys.stderr)
             return 2
-        server, base_url = start_server(args.model, args.device, out)
     try:
         return asyncio.run(_run_tasks(args, base_url, out))
     finally:
@@ -90,8 +89,13 @@ def run_demo(args: argparse.Namespace, out: TextIO | None = None) -> int:
             server.wait(timeout=30)
 
 
+class ServerStartError(SwitchyardError):
+    """The `switchyard serve` the demo started exited, or did not become healthy in time."""
+
+
 def start_server(model: str, device: str, out: TextIO) -> tuple[subprocess.Popen[bytes], str]:
-    """`switchyard serve MODEL` on a free loopback port; returns once /health answers."""
+    """`switchyard serve MODEL` on a free loopback port; returns once /health answers. ServerStartError when it
+    exits first (its own error, e.g. a model that does not resolve, is on stderr above) or stays unhealthy."""
     import httpx
 
     with socket.socket() as probe:
@@ -113,7 +117,9 @@ def start_server(model: str, device: str, out: TextIO) -> tuple[subprocess.Popen
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise SystemExit(f"the server exited with code {process.returncode}")
+            raise ServerStartError(
+                f"`switchyard serve {model}` exited with code {process.returncode} (its error is above)"
+            )
         try:
             if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
                 return process, f"http://127.0.0.1:{port}/v1"
@@ -121,7 +127,7 @@ def start_server(model: str, device: str, out: TextIO) -> tuple[subprocess.Popen
             pass
         time.sleep(0.5)
     process.terminate()
-    raise SystemExit("the server did not become healthy within 300 s")
+    raise ServerStartError(f"`switchyard serve {model}` did not become healthy within 300 s")
 
 
 async def _run_tasks(args: argparse.Namespace, base_url: str, out: TextIO) -> int:
