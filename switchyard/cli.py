@@ -274,14 +274,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv and argv[0] in DELEGATED_COMMANDS:
         import importlib
 
-        from switchyard.extras import MissingExtraError
-
-        try:
-            command = importlib.import_module(DELEGATED_COMMANDS[argv[0]][0])
-        except MissingExtraError as exc:  # e.g. `switchyard agent` without the agents extra
-            print(f"switchyard {argv[0]}: error: {exc}", file=sys.stderr)
-            return 2
-        return int(command.main(argv[1:]) or 0)
+        return int(importlib.import_module(DELEGATED_COMMANDS[argv[0]][0]).main(argv[1:]) or 0)
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(
