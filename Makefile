@@ -54,4 +54,4 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python benchmarks/server_overhead.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache .import_linter_cache
