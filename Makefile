@@ -12,13 +12,16 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
+# The core install: the engine, the server and the CLI (extras in pyproject.toml add agents, RAG, bench, ...).
 $(VENV)/.installed: $(BIN)/python pyproject.toml
 	$(BIN)/pip install -q $(TORCH_PIN)
 	$(BIN)/pip install -q -e .
 	touch $@
 
-$(VENV)/.installed-dev: $(VENV)/.installed pyproject.toml
-	$(BIN)/pip install -q $(TORCH_PIN) -e '.[dev]'
+# Every extra and the test tools, and the training package (training/), which the `train` extra names: one
+# pip run, so the local package is the one that satisfies it.
+$(VENV)/.installed-dev: $(VENV)/.installed pyproject.toml $(wildcard training/pyproject.toml)
+	$(BIN)/pip install -q $(TORCH_PIN) -e '.[dev]' -e ./training
 	touch $@
 
 # Serves the bundled model (or ARGS names a model folder); where its weights are missing (a checkout
@@ -30,7 +33,10 @@ serve: $(VENV)/.installed
 		$(BIN)/switchyard demo; \
 	fi
 
+# The layer contracts (import-linter), declared against imported packages (deptry), then the suite.
 test: $(VENV)/.installed-dev
+	$(BIN)/lint-imports
+	$(BIN)/deptry .
 	$(BIN)/python -m pytest $(ARGS)
 
 lint: $(VENV)/.installed-dev
@@ -48,4 +54,4 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python benchmarks/server_overhead.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache .import_linter_cache

@@ -9,12 +9,17 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import httpx
-
-from switchyard.agents.model import ModelUsage
+from switchyard.agents.model import ModelUsage, openai_client, usage_of
 from switchyard.errors import SwitchyardError
+from switchyard.extras import require_extra
+
+if TYPE_CHECKING:
+    import httpx
+
+with require_extra("agents"):
+    import openai
 
 Message = dict[str, Any]
 
@@ -56,47 +61,41 @@ async def maybe_await(value: T | Awaitable[T]) -> T:
 
 @dataclass
 class OpenAIChatModel:
-    """Calls `POST {base_url}/chat/completions` and returns the first choice's text."""
+    """Calls `POST {base_url}/chat/completions` through the official `openai` client (as `OpenAIModelClient`
+    does) and returns the first choice's text; any failure is a ChatModelError naming the URL."""
 
     base_url: str
     """e.g. http://127.0.0.1:8000/v1 (Switchyard's server or any OpenAI-compatible one)."""
     model: str
     api_key: str | None = None
+    """Sent as a bearer token; None sends a placeholder (servers without a key ignore it)."""
     max_tokens: int = 512
     temperature: float = 0.0
     timeout: float = 120.0
-    transport: httpx.AsyncBaseTransport | None = None
-    """Only for tests (httpx.MockTransport); None uses the network."""
+    http_client: httpx.AsyncClient | None = None
+    """Only for tests (an httpx.AsyncClient over a MockTransport); None opens a client per call."""
 
     async def __call__(self, messages: Sequence[Message]) -> ChatReply:
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        body = {
-            "model": self.model,
-            "messages": list(messages),
-            "max_tokens": self.max_tokens,
-            "temperature": self.temperature,
-        }
         url = self.base_url.rstrip("/") + "/chat/completions"
+        # A client per call, as its connections belong to the event loop that opened them.
+        client = openai_client(self.base_url, self.api_key or "unused", self.timeout, self.http_client)
         try:
-            async with httpx.AsyncClient(timeout=self.timeout, transport=self.transport) as client:
-                response = await client.post(url, json=body, headers=headers)
-        except httpx.HTTPError as error:
-            raise ChatModelError(f"{url}: {type(error).__name__}: {error}") from error
-        if response.status_code != 200:
-            raise ChatModelError(f"{url}: HTTP {response.status_code}: {response.text[:300]}")
+            reply: Any = await client.chat.completions.create(
+                model=self.model,
+                messages=list(messages),  # type: ignore[arg-type]
+                max_tokens=self.max_tokens,
+                temperature=self.temperature,
+            )
+        except openai.APIStatusError as error:
+            raise ChatModelError(f"{url}: HTTP {error.status_code}: {error.response.text[:300]}") from error
+        except openai.APIError as error:  # no connection, a timeout
+            cause = error.__cause__ or error
+            raise ChatModelError(f"{url}: {type(cause).__name__}: {cause}") from error
+        finally:
+            if self.http_client is None:
+                await client.close()
         try:
-            payload = response.json()
-            text = str(payload["choices"][0]["message"]["content"] or "")
-        except (ValueError, KeyError, IndexError, TypeError) as error:
-            raise ChatModelError(f"{url}: not a chat completion: {response.text[:300]}") from error
-        return ChatReply(text, _usage(payload.get("usage")), self.model)
-
-
-def _usage(reported: Any) -> ModelUsage | None:
-    """A chat completion's `usage`, when it is well formed."""
-    if not isinstance(reported, dict):
-        return None
-    prompt, completion = reported.get("prompt_tokens"), reported.get("completion_tokens")
-    if not isinstance(prompt, int) or not isinstance(completion, int):
-        return None
-    return ModelUsage(input_tokens=prompt, output_tokens=completion)
+            text = str(reply.choices[0].message.content or "")
+        except (AttributeError, IndexError, TypeError) as error:  # the client keeps any JSON it is given
+            raise ChatModelError(f"{url}: not a chat completion: {str(reply)[:300]}") from error
+        return ChatReply(text, usage_of(reply.usage), self.model)

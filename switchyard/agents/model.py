@@ -9,9 +9,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import openai
+from switchyard.extras import require_extra
+
+if TYPE_CHECKING:
+    import httpx
+
+with require_extra("agents"):
+    import openai
 
 
 @dataclass
@@ -81,6 +87,28 @@ class StreamCallbacks:
         self.content(text)
 
 
+def usage_of(reported: Any) -> ModelUsage | None:
+    """A reply's `usage` as ModelUsage; None when the endpoint reported none, or nothing well formed."""
+    prompt = getattr(reported, "prompt_tokens", None)
+    completion = getattr(reported, "completion_tokens", None)
+    if not isinstance(prompt, int) or not isinstance(completion, int):
+        return None
+    return ModelUsage(input_tokens=prompt, output_tokens=completion)
+
+
+def openai_client(
+    base_url: str | None,
+    api_key: str,
+    timeout: float,
+    http_client: httpx.AsyncClient | None = None,
+) -> openai.AsyncOpenAI:
+    """The official AsyncOpenAI client as the agents use it: no retries (the run's limits decide what to retry),
+    `http_client` only for tests (an httpx.AsyncClient over a MockTransport)."""
+    return openai.AsyncOpenAI(
+        base_url=base_url, api_key=api_key, timeout=timeout, max_retries=0, http_client=http_client
+    )
+
+
 class ModelClient(Protocol):
     """Anything that answers a chat request; `on_delta`, when given, receives content text as it arrives."""
 
@@ -104,9 +132,7 @@ class OpenAIModelClient:
         timeout: float = 120.0,
         client: openai.AsyncOpenAI | None = None,
     ) -> None:
-        self._build = lambda: openai.AsyncOpenAI(
-            base_url=base_url, api_key=api_key, timeout=timeout, max_retries=0
-        )
+        self._build = lambda: openai_client(base_url, api_key, timeout)
         self._owned = client is None
         self.client = client or self._build()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -140,11 +166,7 @@ class OpenAIModelClient:
                 for c in choice.message.tool_calls or []
                 if c.type == "function"
             ]
-            usage = (
-                ModelUsage(reply.usage.prompt_tokens, reply.usage.completion_tokens)
-                if reply.usage
-                else ModelUsage()
-            )
+            usage = usage_of(reply.usage) or ModelUsage()
             return ModelResponse(
                 choice.message.content, calls, usage, choice.finish_reason, _reasoning_of(choice.message)
             )
@@ -162,7 +184,7 @@ class OpenAIModelClient:
         finish = None
         async for chunk in stream:
             if chunk.usage is not None:
-                usage = ModelUsage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
+                usage = usage_of(chunk.usage) or ModelUsage()
             if not chunk.choices:
                 continue
             choice = chunk.choices[0]

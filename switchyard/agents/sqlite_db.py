@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from switchyard.errors import SwitchyardError
+from switchyard.extras import install_hint, require_extra
 
 HOME_ENV = "SWITCHYARD_HOME"
 """Environment variable naming where Switchyard keeps its state (default `~/.switchyard`)."""
@@ -58,13 +59,12 @@ def connect(path: str | os.PathLike[str], *, vectors: bool = False) -> sqlite3.C
 
 
 def _load_sqlite_vec(conn: sqlite3.Connection) -> None:
-    try:
+    with require_extra("rag"):
         import sqlite_vec  # type: ignore[import-untyped]
-    except ImportError as error:
-        raise StoreError("sqlite-vec is not installed (pip install sqlite-vec)") from error
     if not hasattr(conn, "enable_load_extension"):
         raise StoreError(
-            "this Python's sqlite3 cannot load extensions; install pysqlite3-binary for sqlite-vec"
+            "this Python's sqlite3 cannot load extensions; the 'rag' extra brings pysqlite3-binary for "
+            f"sqlite-vec on Linux ({install_hint('rag')})"
         )
     conn.enable_load_extension(True)
     sqlite_vec.load(conn)

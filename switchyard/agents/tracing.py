@@ -16,15 +16,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from opentelemetry import trace
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import (
-    ConsoleSpanExporter,
-    SimpleSpanProcessor,
-    SpanExporter,
-    SpanExportResult,
-)
+from switchyard.extras import require_extra
+
+with require_extra("agents"):
+    from opentelemetry import trace
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+    from opentelemetry.sdk.trace.export import (
+        ConsoleSpanExporter,
+        SimpleSpanProcessor,
+        SpanExporter,
+        SpanExportResult,
+    )
 
 
 @dataclass(frozen=True)
@@ -75,7 +78,8 @@ def build_provider(config: TraceConfig, extra: Sequence[SpanExporter] = ()) -> T
     if config.jsonl_path is not None:
         exporters.append(JsonLinesSpanExporter(config.jsonl_path))
     if config.otlp_endpoint is not None:
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        with require_extra("agents"):
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
         exporters.append(OTLPSpanExporter(endpoint=config.otlp_endpoint))
     for exporter in exporters:

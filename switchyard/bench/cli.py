@@ -11,7 +11,7 @@ import shlex
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -469,44 +469,9 @@ async def _search(session: _Session) -> int:
 
 # --------------------------------------------------------------------------------------------- offline
 def cmd_offline(args: argparse.Namespace) -> int:
-    from switchyard.bench.offline import OfflineWorkload, run_offline
-    from switchyard.engine_args import engine_config_from_args
-    from switchyard.llm import LLM
+    from switchyard.bench.offline import run_command
 
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
-    config = replace(engine_config_from_args(args), skip_tokenizer=True)
-    llm = LLM(config=config)
-    workload = OfflineWorkload(args.num_prompts, args.input_len, args.output_len, args.prefix_len, args.seed)
-    result = run_offline(
-        llm,
-        workload,
-        baseline=args.baseline,
-        hf_batch_size=args.hf_batch_size,
-        decode_len=args.decode_len,
-        repeats=args.repeats,
-    )
-    print(
-        f"{workload.num_prompts} requests x ({workload.prefix_len} prefix + {workload.input_len} prompt + "
-        f"{workload.output_len} output tokens), dtype {llm.engine.dtype}, best of {args.repeats}"
-    )
-    print(f"switchyard: {result.switchyard_tok_s:.1f} output tok/s ({result.switchyard_seconds:.1f} s)")
-    if result.hf_tok_s:
-        print(f"transformers generate, batches of {args.hf_batch_size}: {result.hf_tok_s:.1f} output tok/s "
-              f"({result.hf_seconds:.1f} s)")  # fmt: skip
-        print(f"throughput ratio: {result.throughput_ratio:.2f}x")
-    if result.batch1_switchyard_tok_s:
-        line = f"batch-1 decode: switchyard {result.batch1_switchyard_tok_s:.1f} tok/s"
-        if result.batch1_hf_tok_s:
-            line += f", transformers {result.batch1_hf_tok_s:.1f} tok/s, ratio {result.batch1_ratio:.2f}x"
-        print(line)
-    if args.json:
-        record = {"workload": asdict(workload), "model": args.model, "dtype": str(llm.engine.dtype),
-                  **result.to_json()}  # fmt: skip
-        args.json.write_text(json.dumps(record, indent=2))
-    return 0
+    return run_command(args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

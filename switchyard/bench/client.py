@@ -14,9 +14,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import httpx
-
 from switchyard.bench.workloads import Turn
+from switchyard.extras import require_extra
+
+with require_extra("bench"):
+    import httpx
 
 CANCELLED = "cancelled"
 """The error of a request still in flight when the run was interrupted: the client's doing, not the server's."""

@@ -5,17 +5,24 @@ Both sides get identical prompts (random ids, optionally behind a shared prefix)
 The baseline runs static batches of `hf_batch_size`, as a plain `generate` loop would. With `repeats` > 1 the
 two sides alternate and each keeps its best run: on a shared machine a neighbour's burst then penalises a single
 run of one side rather than the ratio.
+
+The offline mode is the one part of `bench` that loads the engine (the rest is a client of the HTTP API);
+`bench/cli.py` imports this module only when `bench offline` runs.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import torch
 
-from switchyard import LLM, SamplingParams
+from switchyard.engine.sampling_params import SamplingParams
+from switchyard.engine_args import engine_config_from_args
+from switchyard.llm import LLM
 
 
 @dataclass(frozen=True)
@@ -201,3 +208,39 @@ def run_offline(
         batch1_hf_tok_s=best("batch1_hf_tok_s"),
         trials=tuple(trials),
     )
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """`switchyard bench offline`: load the engine from the parsed flags, run the workload, print the rates."""
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    config = replace(engine_config_from_args(args), skip_tokenizer=True)
+    llm = LLM(config=config)
+    workload = OfflineWorkload(args.num_prompts, args.input_len, args.output_len, args.prefix_len, args.seed)
+    result = run_offline(
+        llm,
+        workload,
+        baseline=args.baseline,
+        hf_batch_size=args.hf_batch_size,
+        decode_len=args.decode_len,
+        repeats=args.repeats,
+    )
+    print(
+        f"{workload.num_prompts} requests x ({workload.prefix_len} prefix + {workload.input_len} prompt + "
+        f"{workload.output_len} output tokens), dtype {llm.engine.dtype}, best of {args.repeats}"
+    )
+    print(f"switchyard: {result.switchyard_tok_s:.1f} output tok/s ({result.switchyard_seconds:.1f} s)")
+    if result.hf_tok_s:
+        print(f"transformers generate, batches of {args.hf_batch_size}: {result.hf_tok_s:.1f} output tok/s "
+              f"({result.hf_seconds:.1f} s)")  # fmt: skip
+        print(f"throughput ratio: {result.throughput_ratio:.2f}x")
+    if result.batch1_switchyard_tok_s:
+        line = f"batch-1 decode: switchyard {result.batch1_switchyard_tok_s:.1f} tok/s"
+        if result.batch1_hf_tok_s:
+            line += f", transformers {result.batch1_hf_tok_s:.1f} tok/s, ratio {result.batch1_ratio:.2f}x"
+        print(line)
+    if args.json:
+        record = {"workload": asdict(workload), "model": args.model, "dtype": str(llm.engine.dtype),
+                  **result.to_json()}  # fmt: skip
+        args.json.write_text(json.dumps(record, indent=2))
+    return 0

@@ -10,6 +10,7 @@ import numpy as np
 from switchyard.bench.client import RequestResult
 from switchyard.bench.search import SearchResult
 from switchyard.bench.summary import Distribution, Summary
+from switchyard.extras import require_extra
 
 LATENCIES = ("ttft", "tpot", "itl", "e2e")
 
@@ -39,10 +40,11 @@ def _latency_samples(results: list[RequestResult]) -> dict[str, list[float]]:
 
 
 def write_png(path: Path, results: list[RequestResult], search: SearchResult | None = None) -> None:
-    import matplotlib
+    with require_extra("bench"):
+        import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
 
     panels = 3 if search else 2
     figure, axes = plt.subplots(1, panels, figsize=(5.5 * panels, 4.2))

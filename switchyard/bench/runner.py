@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-import httpx
 from tqdm.auto import tqdm
 
 from switchyard.bench.client import (
@@ -23,6 +22,10 @@ from switchyard.bench.client import (
 )
 from switchyard.bench.load import LoadShape, arrival_times
 from switchyard.bench.workloads import Session
+from switchyard.extras import require_extra
+
+with require_extra("bench"):
+    import httpx
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,8 @@
-"""Sizes the KV cache from a memory budget after profiling one forward pass at the step's token budget."""
+"""Sizes the KV cache from a memory budget after profiling one forward pass at the step's token budget.
+
+The arithmetic is `switchyard.kv_budget`'s, shared with `switchyard plan`; this module adds what only a live
+engine knows: torch dtypes, the loaded model's bytes, measured and available memory.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from dataclasses import dataclass
 import psutil
 import torch
 
+from switchyard import kv_budget
 from switchyard.models.config import ModelArchConfig
 
 logger = logging.getLogger(__name__)
@@ -55,9 +60,13 @@ class KVCacheBudget:
         )
 
 
+def element_size(dtype: torch.dtype) -> int:
+    return torch.empty((), dtype=dtype).element_size()
+
+
 def kv_bytes_per_token(config: ModelArchConfig, dtype: torch.dtype) -> int:
-    element = torch.empty((), dtype=dtype).element_size()
-    return 2 * config.num_hidden_layers * config.num_key_value_heads * config.head_dim * element
+    """2 (K and V) x layers x kv_heads x head_dim x `dtype`'s bytes (`kv_budget.kv_bytes_per_token`)."""
+    return kv_budget.kv_bytes_per_token(config, element_size(dtype))
 
 
 def model_bytes(model: torch.nn.Module) -> int:
@@ -71,10 +80,8 @@ def model_bytes(model: torch.nn.Module) -> int:
 
 
 def analytic_activation_bytes(config: ModelArchConfig, num_tokens: int, dtype: torch.dtype) -> int:
-    """A floor for the activation peak when measurement is coarse: the widest per-layer tensors at once."""
-    element = torch.empty((), dtype=dtype).element_size()
-    width = config.hidden_size * 4 + config.q_size * 3 + config.kv_size * 4 + config.intermediate_size * 4
-    return num_tokens * width * element + num_tokens * config.vocab_size * 4
+    """A floor for the activation peak when measurement is coarse (`kv_budget.activation_floor_bytes`)."""
+    return kv_budget.activation_floor_bytes(config, num_tokens, element_size(dtype))
 
 
 def peak_rss_bytes() -> int:
@@ -116,16 +123,18 @@ def plan_budget(
     if kv_cache_memory is not None:
         budget = kv_cache_memory
     else:
-        utilization = memory_utilization or (0.9 if device.type == "cuda" else 0.5)
-        if device.type == "cuda":
-            total = torch.cuda.get_device_properties(device).total_memory
-            budget = int(total * utilization) - (total - available_after_profile) - activation_bytes
-        else:
+        on_gpu = device.type == "cuda"
+        budget = kv_budget.kv_budget_bytes(
             # Weights are already resident, so they are no longer in `available`.
-            budget = int(available_after_profile * utilization) - activation_bytes
-    per_block = (per_token + draft_per_token) * block_size
-    blocks_per_seq = -(-max_model_len // block_size)
-    num_blocks = min(max(budget, 0) // per_block, max_num_seqs * blocks_per_seq)
+            available_bytes=available_after_profile,
+            activation_bytes=activation_bytes,
+            utilization=memory_utilization or kv_budget.default_memory_utilization(on_gpu),
+            device_total_bytes=torch.cuda.get_device_properties(device).total_memory if on_gpu else None,
+        )
+    blocks_per_seq = kv_budget.blocks_for(max_model_len, block_size)
+    num_blocks = min(
+        kv_budget.kv_blocks(budget, per_token + draft_per_token, block_size), max_num_seqs * blocks_per_seq
+    )
     plan = KVCacheBudget(
         weights_bytes=weights_bytes,
         activation_bytes=activation_bytes,

