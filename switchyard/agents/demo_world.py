@@ -1,10 +1,12 @@
-"""The tools the bundled models learn to call: their JSON schemas and deterministic local implementations.
+"""The bundled model's tool world: the tools it learned to call, their JSON schemas and offline implementations.
 
-The corpus needs real tool results to show the model how to read them, and the results must be reproducible
-from a seed, so every tool here runs offline over a small `ToolWorld` (a weather table, a clock, a document
-store) built from an entity list; `send_message` only reports the message sent, as the agent demo's does.
-Schemas are kept short on purpose: they sit in every tool-use prompt, and on two CPU cores each prompt token
-costs training time while teaching nothing.
+The training corpus (the `switchyard-training` package) shows the model real tool results, reproducible from a
+seed, and the agent demo (`agents.demo`) serves the same tools, so both read them here: every tool runs offline
+over a small `ToolWorld` (a weather table, a clock, a document store) built from a few noun lists;
+`send_message` only reports the message sent, as the agent demo's does. The model was trained on these exact
+outputs, so a change here changes what the demo's model sees. Schemas are kept short on purpose: they sit in
+every tool-use prompt, and on two CPU cores each prompt token costs training time while teaching nothing.
+Pure Python: no torch, no faker.
 """
 
 from __future__ import annotations
@@ -15,9 +17,23 @@ import operator
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from switchyard.bundled.entities import EntityLists
+
+class WorldNouns(Protocol):
+    """The noun lists a `ToolWorld` is built from (training's entity lists have these among others)."""
+
+    @property
+    def cities(self) -> tuple[str, ...]: ...
+
+    @property
+    def topics(self) -> tuple[str, ...]: ...
+
+    @property
+    def first_names(self) -> tuple[str, ...]: ...
+
+    @property
+    def last_names(self) -> tuple[str, ...]: ...
 
 
 def _function(name: str, description: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -174,14 +190,14 @@ class Document:
 
 @dataclass(frozen=True)
 class ToolWorld:
-    """The offline state the tools read: built once per corpus from its entity lists and seed."""
+    """The offline state the tools read: built once per corpus (or demo) from its noun lists and seed."""
 
     weather: dict[str, Weather]
     documents: dict[str, Document]
     """Keyed by topic (the query a user's request maps to)."""
 
     @classmethod
-    def build(cls, entities: EntityLists, seed: int) -> ToolWorld:
+    def build(cls, entities: WorldNouns, seed: int) -> ToolWorld:
         rng = random.Random(f"world-{seed}")
         weather = {
             city: Weather(
@@ -218,7 +234,7 @@ _TEAMS = ("People", "Finance", "IT", "Facilities", "Security", "Legal", "Operati
 _MONTHS = ("January", "March", "April", "June", "August", "September", "October", "December")
 
 
-def _make_document(topic: str, entities: EntityLists, rng: random.Random) -> Document:
+def _make_document(topic: str, entities: WorldNouns, rng: random.Random) -> Document:
     template = rng.choice(_DOC_SENTENCES)
     text = template.format(
         topic=topic,

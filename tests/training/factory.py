@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from switchyard.bundled.train import DefaultRecipe, ModelShape, TrainConfig
+from switchyard_training.recipe import DefaultRecipe, ModelShape, TrainConfig
 
 TINY_SHAPE = ModelShape(
     hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2

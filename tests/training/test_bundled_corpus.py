@@ -8,24 +8,22 @@ from collections import Counter
 from dataclasses import fields
 
 import pytest
-
-from switchyard.agents import Agent, Runner, tool
-from switchyard.bundled.corpus import CorpusConfig, generate_corpus, heldout_config, load_jsonl, save_jsonl
-from switchyard.bundled.entities import HELDOUT_ENTITIES, TRAIN_ENTITIES, EntityLists
-from switchyard.bundled.example import Category, CheckKind, Example
-from switchyard.bundled.quality import prompt_text, score_injection
-from switchyard.bundled.tasks import (
+from switchyard_training.corpus import CorpusConfig, generate_corpus, heldout_config, load_jsonl, save_jsonl
+from switchyard_training.entities import HELDOUT_ENTITIES, TRAIN_ENTITIES, EntityLists
+from switchyard_training.example import Category, CheckKind, Example
+from switchyard_training.quality import prompt_text, score_injection
+from switchyard_training.tasks.chat import UNKNOWN_PHRASES
+from switchyard_training.tasks.context import GroundedForms, TaskContext
+from switchyard_training.tasks.copy_drill import fact_paragraph, rewrite_request
+from switchyard_training.tasks.grounded import (
     NOT_FOUND_PHRASES,
-    UNKNOWN_PHRASES,
-    GroundedForms,
-    TaskContext,
-    fact_paragraph,
     grounded_setup,
     passage_layout,
     passages_prompt,
-    rewrite_request,
 )
-from switchyard.bundled.tools import TOOLS, ToolWorld, evaluate_expression, run_tool
+
+from switchyard.agents import Agent, Runner, tool
+from switchyard.agents.demo_world import TOOLS, ToolWorld, evaluate_expression, run_tool
 from tests.agents.scripted_model import ScriptedModel, say
 from tests.agents.scripted_model import call as scripted_call
 

@@ -8,7 +8,7 @@ import transformers
 from paged_runner import PagedRunner
 
 from switchyard import LLM, SamplingParams
-from switchyard.bundled.tools import TOOLS
+from switchyard.agents.demo_world import TOOLS
 from switchyard.models.loader import load_model
 from switchyard.models.registry import BUNDLED_MODELS, DRAFT_MODEL, MAIN_MODEL, SPECULATOR_MODEL, is_built
 from switchyard.models.speculator import load_speculator

@@ -3,11 +3,10 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from switchyard.bundled.chat_format import format_tool_call
-from switchyard.bundled.corpus import generate_corpus, heldout_config
-from switchyard.bundled.example import Check, CheckKind, Example
-from switchyard.bundled.quality import (
+from switchyard_training.chat_format import format_tool_call
+from switchyard_training.corpus import generate_corpus, heldout_config
+from switchyard_training.example import Check, CheckKind, Example
+from switchyard_training.quality import (
     EngineGenerator,
     HFGenerator,
     MalformedToolCall,
@@ -185,7 +184,7 @@ def test_engine_generator_matches_transformers_greedy(bundled_trained) -> None:
 
 
 def test_eval_cli_reports_and_exits_nonzero_when_the_gate_fails(bundled_trained, tmp_path, capsys) -> None:
-    from switchyard.bundled.quality import main
+    from switchyard_training.quality import main
 
     folder, _ = bundled_trained
     out = tmp_path / "report.json"

@@ -4,9 +4,10 @@ from pathlib import Path
 
 import pytest
 
-import switchyard.bundled as bundled
 from switchyard.errors import ModelLoadError
+from switchyard.models import registry
 from switchyard.models.registry import (
+    BUNDLED_DIR,
     BUNDLED_MODELS,
     DRAFT_MODEL,
     MAIN_MODEL,
@@ -19,8 +20,8 @@ from switchyard.models.registry import (
 
 def test_bundled_names_point_into_the_package() -> None:
     assert set(BUNDLED_MODELS) == {MAIN_MODEL, DRAFT_MODEL, SPECULATOR_MODEL}
-    package = Path(bundled.__file__).parent
-    assert all(path.parent == package / "models" for path in BUNDLED_MODELS.values())
+    assert Path(registry.__file__).parent / "bundled" == BUNDLED_DIR
+    assert all(path.parent == BUNDLED_DIR for path in BUNDLED_MODELS.values())
 
 
 def test_existing_folder_resolves_to_itself(tmp_path: Path) -> None:

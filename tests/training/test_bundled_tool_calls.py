@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 from server.harness import RunningServer, start_server
 
-from switchyard.bundled.tools import TOOLS
+from switchyard.agents.demo_world import TOOLS
 from switchyard.models.registry import BUNDLED_MODELS, MAIN_MODEL, is_built
 
 pytestmark = pytest.mark.skipif(

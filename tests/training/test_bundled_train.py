@@ -10,29 +10,20 @@ from pathlib import Path
 import pytest
 import torch
 import transformers
+from switchyard_training.data import pack_examples, tokenize_examples
+from switchyard_training.example import Example
+from switchyard_training.model_builder import build_model, count_parameters
+from switchyard_training.pipeline import train_default
+from switchyard_training.recipe import DRAFT_SHAPE, MAIN_SHAPE, TrainConfig
+from switchyard_training.tokenizer_training import WordStarts
+from switchyard_training.train import build_parser, main
+from switchyard_training.train_loop import TrainResult, WarmupCosine, assistant_loss, train_model
 from tokenizers import Tokenizer
 
-from switchyard.bundled.data import pack_examples, tokenize_examples
-from switchyard.bundled.example import Example
-from switchyard.bundled.tokenizer_training import WordStarts
-from switchyard.bundled.train import (
-    DRAFT_SHAPE,
-    MAIN_SHAPE,
-    TrainConfig,
-    TrainResult,
-    WarmupCosine,
-    assistant_loss,
-    build_model,
-    build_parser,
-    count_parameters,
-    main,
-    train_default,
-    train_model,
-)
 from switchyard.models import load_model
 from switchyard.models.attention import AttentionMetadata
 from switchyard.models.registry import DRAFT_MODEL, MAIN_MODEL
-from tests.bundled.factory import TINY_SHAPE, tiny_recipe
+from tests.training.factory import TINY_SHAPE, tiny_recipe
 
 FILES = ("config.json", "model.safetensors", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
          "README.md")  # fmt: skip
@@ -244,8 +235,10 @@ def test_budget_plans_steps_back_when_a_slowdown_passes(rows, capsys) -> None:
 
 
 def test_mix_option_changes_the_corpus_shares_and_the_card_says_how_to_reproduce() -> None:
-    from switchyard.bundled.example import Category
-    from switchyard.bundled.train import DefaultRecipe, parse_mix, reproduce_command
+    from switchyard_training.example import Category
+    from switchyard_training.model_card import reproduce_command
+    from switchyard_training.recipe import DefaultRecipe
+    from switchyard_training.train import parse_mix
 
     assert parse_mix("json_extraction=0.3, grounded=0") == {
         Category.JSON_EXTRACTION: 0.3,
@@ -270,8 +263,9 @@ def test_mix_option_changes_the_corpus_shares_and_the_card_says_how_to_reproduce
 
 
 def test_grounded_forms_option_parses_and_reproduces() -> None:
-    from switchyard.bundled.tasks import GroundedForms
-    from switchyard.bundled.train import DefaultRecipe, reproduce_command
+    from switchyard_training.model_card import reproduce_command
+    from switchyard_training.recipe import DefaultRecipe
+    from switchyard_training.tasks.context import GroundedForms
 
     recipe = DefaultRecipe()
     assert "--grounded-forms" not in reproduce_command(recipe, 0, 90)
@@ -288,7 +282,8 @@ def test_grounded_forms_option_parses_and_reproduces() -> None:
 
 
 def test_group_and_row_length_options_keep_the_tokens_per_step_and_reproduce(capsys) -> None:
-    from switchyard.bundled.train import DefaultRecipe, reproduce_command, with_row_len
+    from switchyard_training.model_card import reproduce_command
+    from switchyard_training.recipe import DefaultRecipe, with_row_len
 
     recipe = DefaultRecipe()
     assert recipe.group_size == 4 and recipe.row_len == 1152 and recipe.main.batch_rows == 4
@@ -310,7 +305,8 @@ def test_group_and_row_length_options_keep_the_tokens_per_step_and_reproduce(cap
 
 def test_a_resume_on_other_rows_is_refused(tmp_path: Path) -> None:
     """Resuming with a flag left out (here the message tool) would go on with another corpus: refused."""
-    from switchyard.bundled.train import check_rows_fingerprint, prepare_data
+    from switchyard_training.checkpoint import check_rows_fingerprint
+    from switchyard_training.pipeline import prepare_data
 
     recipe = replace(tiny_recipe(), corpus_size=60)
     _, rows = prepare_data(recipe, 0, tmp_path, resume=False)

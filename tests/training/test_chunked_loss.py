@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-
-from switchyard.bundled.chunked_loss import linear_cross_entropy
+from switchyard_training.chunked_loss import linear_cross_entropy
 
 
 def _inputs(rows: int = 37, hidden: int = 16, vocab: int = 50, seed: int = 0):

@@ -5,15 +5,16 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-
-from switchyard.bundled.entities import (
+from switchyard_training.entities import (
     HELDOUT_ENTITIES,
     TRAIN_ENTITIES,
     TRAINING_NAME_COUNT,
     training_entities,
 )
-from switchyard.bundled.train import build_parser, main, reproduce_command
-from tests.bundled.factory import tiny_recipe
+from switchyard_training.model_card import reproduce_command
+from switchyard_training.train import build_parser, main
+
+from tests.training.factory import tiny_recipe
 
 
 def test_default_count_is_the_training_lists_and_more_stay_disjoint_from_held_out() -> None:

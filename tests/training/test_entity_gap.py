@@ -1,4 +1,4 @@
-"""The entity mixes `benchmarks/entity_gap.py` grades a model on hold out exactly what their names say."""
+"""The entity mixes `training/probes/entity_gap.py` grades a model on hold out exactly what their names say."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from switchyard.bundled.entities import HELDOUT_ENTITIES, TRAIN_ENTITIES, training_entities
+from switchyard_training.entities import HELDOUT_ENTITIES, TRAIN_ENTITIES, training_entities
 
 
 def _entity_gap() -> Any:
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "entity_gap.py"
+    path = Path(__file__).resolve().parents[2] / "training" / "probes" / "entity_gap.py"
     spec = importlib.util.spec_from_file_location("entity_gap", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

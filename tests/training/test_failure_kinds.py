@@ -3,12 +3,11 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from switchyard.bundled.chat_format import format_tool_call
-from switchyard.bundled.corpus import generate_corpus, heldout_config
-from switchyard.bundled.example import Check, CheckKind
-from switchyard.bundled.failure_kinds import LOOP, failure_kind
-from switchyard.bundled.quality import evaluate
+from switchyard_training.chat_format import format_tool_call
+from switchyard_training.corpus import generate_corpus, heldout_config
+from switchyard_training.example import Check, CheckKind
+from switchyard_training.failure_kinds import LOOP, failure_kind
+from switchyard_training.quality import evaluate
 
 
 def call(name: str, **arguments: object) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shutil
 
-from switchyard.bundled.gate_card import SECTION, replace_section
+from switchyard_training.gate_card import SECTION, replace_section
 
 CARD = "# switchyard-chat\n\nintro\n\n## How it was made\n\ntable\n\n## Chat format\n\nChatML\n"
 
@@ -25,7 +25,7 @@ def test_a_rerun_replaces_the_section_wherever_it_sits() -> None:
 
 
 def test_eval_card_option_writes_both_cards_naming_models_not_paths(bundled_trained, tmp_path) -> None:
-    from switchyard.bundled.quality import main
+    from switchyard_training.quality import main
 
     source, _ = bundled_trained
     folder = tmp_path / "models"

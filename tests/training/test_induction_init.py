@@ -4,18 +4,13 @@ from __future__ import annotations
 
 import pytest
 import torch
+from switchyard_training.data import PackedRows
+from switchyard_training.induction_init import CircuitGuard, InductionInit, SpaceVariants
+from switchyard_training.model_builder import build_guarded_model, build_model
+from switchyard_training.recipe import DRAFT_SHAPE, ModelShape, TrainConfig
+from switchyard_training.train_loop import train_model
 
-from switchyard.bundled.data import PackedRows
-from switchyard.bundled.induction_init import CircuitGuard, InductionInit, SpaceVariants
-from switchyard.bundled.train import (
-    DRAFT_SHAPE,
-    ModelShape,
-    TrainConfig,
-    build_guarded_model,
-    build_model,
-    train_model,
-)
-from tests.bundled.factory import WIRED_TINY_SHAPE
+from tests.training.factory import WIRED_TINY_SHAPE
 
 VOCAB = 512
 SHAPE = WIRED_TINY_SHAPE

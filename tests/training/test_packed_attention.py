@@ -3,13 +3,14 @@ from __future__ import annotations
 import pytest
 import torch
 import transformers
+from switchyard_training import train_loop
+from switchyard_training.data import pack_examples, tokenize_examples
+from switchyard_training.example import Example
+from switchyard_training.model_builder import build_model
+from switchyard_training.packed_attention import PACKED_SDPA, packed_segments
+from switchyard_training.recipe import ModelShape, TrainConfig
+from switchyard_training.train_loop import assistant_loss, train_model
 from tokenizers import Tokenizer
-
-from switchyard.bundled.data import pack_examples, tokenize_examples
-from switchyard.bundled.example import Example
-from switchyard.bundled.packed_attention import PACKED_SDPA, packed_segments
-from switchyard.bundled.train import ModelShape, TrainConfig, assistant_loss, build_model, train_model
-from switchyard.bundled import train as train_module
 
 SHAPE = ModelShape(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                    num_key_value_heads=2)  # fmt: skip
@@ -83,13 +84,13 @@ def test_training_uses_packed_attention_then_switches_back(
     rows = pack_examples(tokenize_examples(bundled_tokenizer, bundled_corpus[:40]), row_len=768, pad_id=0)
     model = build_model(SHAPE, 1280, 2, 0, seed=0)
     seen: list[str] = []
-    original = train_module.assistant_loss
+    original = train_loop.assistant_loss
 
     def spy(model: transformers.PreTrainedModel, *args: object) -> torch.Tensor:
         seen.append(model.config._attn_implementation)
         return original(model, *args)
 
-    monkeypatch.setattr(train_module, "assistant_loss", spy)
+    monkeypatch.setattr(train_loop, "assistant_loss", spy)
     train_model(model, rows, TrainConfig(max_steps=2, batch_rows=2), progress=False)
     assert seen == [PACKED_SDPA, PACKED_SDPA]
     assert model.config._attn_implementation == "sdpa"

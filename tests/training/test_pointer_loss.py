@@ -7,19 +7,13 @@ from dataclasses import replace
 
 import torch
 import transformers
-
-from switchyard.bundled.data import IGNORE_INDEX, pack_examples, tokenize_examples
-from switchyard.bundled.induction_init import CircuitGuard, InductionInit, SpaceVariants
-from switchyard.bundled.pointer_loss import PointerSupervision
-from switchyard.bundled.train import (
-    DefaultRecipe,
-    ModelShape,
-    TrainConfig,
-    build_guarded_model,
-    padded_vocab_size,
-    pointer_supervision,
-    train_model,
-)
+from switchyard_training.data import IGNORE_INDEX, pack_examples, tokenize_examples
+from switchyard_training.induction_init import CircuitGuard, InductionInit, SpaceVariants
+from switchyard_training.model_builder import build_guarded_model, padded_vocab_size
+from switchyard_training.pipeline import pointer_supervision
+from switchyard_training.pointer_loss import PointerSupervision
+from switchyard_training.recipe import DefaultRecipe, ModelShape, TrainConfig
+from switchyard_training.train_loop import train_model
 
 
 def _supervision(vocab: int = 40, pairs: list[tuple[int, int]] | None = None, **kwargs) -> PointerSupervision:

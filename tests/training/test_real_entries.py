@@ -7,11 +7,12 @@ import sys
 from dataclasses import fields, replace
 
 import pytest
+from switchyard_training.entities import HELDOUT_ENTITIES, EntityLists, make_entities, training_entities
+from switchyard_training.model_card import reproduce_command
+from switchyard_training.real_entries import load_real_entries
+from switchyard_training.train import build_parser, main
 
-from switchyard.bundled.entities import HELDOUT_ENTITIES, EntityLists, make_entities, training_entities
-from switchyard.bundled.real_entries import load_real_entries
-from switchyard.bundled.train import build_parser, main, reproduce_command
-from tests.bundled.factory import tiny_recipe
+from tests.training.factory import tiny_recipe
 
 COUNT = 2000
 
@@ -71,5 +72,5 @@ def test_a_missing_faker_is_a_clear_error_before_any_work(monkeypatch, capsys, t
     with pytest.raises(SystemExit) as exit_info:
         main(["--output", str(tmp_path / "out"), "--checkpoint-dir", str(tmp_path / "ckpt")])
     assert exit_info.value.code == 2
-    assert "pip install 'switchyard[train]'" in capsys.readouterr().err
+    assert "pip install faker" in capsys.readouterr().err
     assert not (tmp_path / "ckpt").exists()

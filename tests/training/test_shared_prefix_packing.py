@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tokenizers import Tokenizer
-
-from switchyard.bundled.corpus import CorpusConfig, generate_corpus
-from switchyard.bundled.data import (
+from switchyard_training.corpus import CorpusConfig, generate_corpus
+from switchyard_training.data import (
     IGNORE_INDEX,
     MIN_SHARED_PREFIX,
     TokenizedExample,
@@ -16,8 +14,11 @@ from switchyard.bundled.data import (
     shared_prefix_length,
     tokenize_examples,
 )
-from switchyard.bundled.packed_attention import PACKED_SDPA, packed_segments
-from switchyard.bundled.train import ModelShape, TrainConfig, assistant_loss, build_model, train_model
+from switchyard_training.model_builder import build_model
+from switchyard_training.packed_attention import PACKED_SDPA, packed_segments
+from switchyard_training.recipe import ModelShape, TrainConfig
+from switchyard_training.train_loop import assistant_loss, train_model
+from tokenizers import Tokenizer
 
 SHAPE = ModelShape(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                    num_key_value_heads=2)  # fmt: skip

@@ -7,13 +7,15 @@ from pathlib import Path
 
 import pytest
 import torch
+from switchyard_training.data import TokenizedExample, tokenize_examples
+from switchyard_training.example import Category, Example
+from switchyard_training.model_card import reproduce_command
+from switchyard_training.pipeline import prepare_data
+from switchyard_training.train import build_parser
+from switchyard_training.vocab_drill import reply_counts, starved_pieces, vocabulary_drills
 from tokenizers import Tokenizer
 
-from switchyard.bundled.data import TokenizedExample, tokenize_examples
-from switchyard.bundled.example import Category, Example
-from switchyard.bundled.train import build_parser, prepare_data, reproduce_command
-from switchyard.bundled.vocab_drill import reply_counts, starved_pieces, vocabulary_drills
-from tests.bundled.factory import tiny_recipe
+from tests.training.factory import tiny_recipe
 
 
 def test_reply_counts_count_only_trained_tokens() -> None:
@@ -101,6 +103,6 @@ def test_vocab_drill_option_reproduces_and_rejects_negatives() -> None:
     assert "--vocab-drill-min-count 24" in command
     assert build_parser().parse_args(command.split()[2:]).vocab_drill_min_count == 24
     with pytest.raises(SystemExit):
-        from switchyard.bundled.train import main
+        from switchyard_training.train import main
 
         main(["--vocab-drill-min-count", "-1"])

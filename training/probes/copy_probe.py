@@ -7,10 +7,10 @@ every token of a JSON string value ("value": digits and common pieces included),
 the wired circuit's health on repeated random tokens (copy accuracy, previous-token attention of layer 0 head
 0, induction attention of layer 1 head 0).
 
-    python benchmarks/copy_probe.py --steps 400                       # the main model's recipe
-    python benchmarks/copy_probe.py --steps 400 --locator-layers none # without locator heads
-    python benchmarks/copy_probe.py --steps 400 --bigram-dims 0       # one-token induction
-    python benchmarks/copy_probe.py --steps 300 --no-circuit          # plain random init
+    python training/probes/copy_probe.py --steps 400                       # the main model's recipe
+    python training/probes/copy_probe.py --steps 400 --locator-layers none # without locator heads
+    python training/probes/copy_probe.py --steps 400 --bigram-dims 0       # one-token induction
+    python training/probes/copy_probe.py --steps 300 --no-circuit          # plain random init
 
 It also reports how often a quoted grounded reply starts with the asked company rather than another one in the
 passages (`company_right`, `company_other`), the choice the run-11 model got wrong most.
@@ -27,26 +27,24 @@ import time
 from dataclasses import dataclass, replace
 
 import torch
-from tokenizers import Tokenizer
-
-from switchyard.bundled.chat_format import ENDOFTEXT, IM_END
-from switchyard.bundled.corpus import CorpusConfig, generate_corpus, heldout_config
-from switchyard.bundled.data import TokenizedExample, pack_examples, tokenize_examples
-from switchyard.bundled.example import Category
-from switchyard.bundled.induction_init import InductionInit, SpaceVariants
-from switchyard.bundled.tokenizer_training import WordStarts, corpus_texts, train_tokenizer
-from switchyard.bundled.train import (
-    MAIN_SHAPE,
-    DefaultRecipe,
+from switchyard_training.chat_format import ENDOFTEXT, IM_END
+from switchyard_training.corpus import CorpusConfig, generate_corpus, heldout_config
+from switchyard_training.data import TokenizedExample, pack_examples, tokenize_examples
+from switchyard_training.example import Category
+from switchyard_training.induction_init import InductionInit, SpaceVariants
+from switchyard_training.model_builder import build_guarded_model, padded_vocab_size
+from switchyard_training.pipeline import pointer_supervision
+from switchyard_training.recipe import MAIN_SHAPE, DefaultRecipe
+from switchyard_training.tokenizer_training import WordStarts, corpus_texts, train_tokenizer
+from switchyard_training.train_loop import (
     WarmupCosine,
     apply_update,
     assistant_loss,
     batch_rows,
-    build_guarded_model,
     make_optimizer,
-    padded_vocab_size,
-    pointer_supervision,
 )
+from tokenizers import Tokenizer
+
 from switchyard.models.cpu_bf16 import cpu_has_native_bf16
 
 

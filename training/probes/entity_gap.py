@@ -8,7 +8,7 @@ ones is memorisation, not reading; one that is low on both is a skill the model 
 
 The training lists are the current code's (`TRAIN_ENTITIES`): a model trained on other lists sees them as new.
 
-Usage: python benchmarks/entity_gap.py --model <folder of switchyard-chat> [--examples 300]
+Usage: python training/probes/entity_gap.py --model <folder of switchyard-chat> [--examples 300]
        [--categories grounded,json_extraction] [--seed 0] [--json out.json]
 """
 
@@ -21,11 +21,11 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from switchyard.bundled.corpus import HELDOUT_SEED_OFFSET, CorpusConfig, generate_corpus
-from switchyard.bundled.entities import HELDOUT_ENTITIES, TRAINING_NAME_COUNT, EntityLists, training_entities
-from switchyard.bundled.example import Category
-from switchyard.bundled.quality import EngineGenerator, evaluate
-from switchyard.bundled.train import DefaultRecipe
+from switchyard_training.corpus import HELDOUT_SEED_OFFSET, CorpusConfig, generate_corpus
+from switchyard_training.entities import HELDOUT_ENTITIES, TRAINING_NAME_COUNT, EntityLists, training_entities
+from switchyard_training.example import Category
+from switchyard_training.quality import EngineGenerator, evaluate
+from switchyard_training.recipe import DefaultRecipe
 
 
 def _stem_and_suffix(company: str) -> tuple[str, str]:

@@ -7,8 +7,8 @@ fresh corpus draw made with the change; an arm without the change (same steps, s
 baseline. Both arms are then graded greedily on the held-out JSON and grounded conversations, as the gate
 grades them (same scoring, same failure kinds).
 
-    python benchmarks/finetune_probe.py --model M --out /tmp/base
-    python benchmarks/finetune_probe.py --model M --out /tmp/value --grounded-forms quote=0.1,value=0.75
+    python training/probes/finetune_probe.py --model M --out /tmp/base
+    python training/probes/finetune_probe.py --model M --out /tmp/value --grounded-forms quote=0.1,value=0.75
 
 The arms are paired (same model, seed and draw), so a difference between them is the change's, at this horizon;
 what a full run from scratch makes of the change needs that run.
@@ -24,25 +24,20 @@ from pathlib import Path
 
 import torch
 from safetensors.torch import load_file
+from switchyard_training.chat_format import ENDOFTEXT, IM_END
+from switchyard_training.corpus import CorpusConfig, generate_corpus, heldout_config
+from switchyard_training.data import pack_examples, tokenize_examples
+from switchyard_training.example import Category
+from switchyard_training.export import write_model_folder
+from switchyard_training.induction_init import SpaceVariants
+from switchyard_training.model_builder import build_guarded_model, padded_vocab_size
+from switchyard_training.pipeline import pointer_supervision
+from switchyard_training.quality import EngineGenerator, evaluate
+from switchyard_training.recipe import DefaultRecipe
+from switchyard_training.tasks.context import GroundedForms
+from switchyard_training.train import parse_grounded_forms, parse_mix
+from switchyard_training.train_loop import train_model
 from tokenizers import Tokenizer
-
-from switchyard.bundled.chat_format import ENDOFTEXT, IM_END
-from switchyard.bundled.corpus import CorpusConfig, generate_corpus, heldout_config
-from switchyard.bundled.data import pack_examples, tokenize_examples
-from switchyard.bundled.example import Category
-from switchyard.bundled.induction_init import SpaceVariants
-from switchyard.bundled.quality import EngineGenerator, evaluate
-from switchyard.bundled.tasks import GroundedForms
-from switchyard.bundled.train import (
-    DefaultRecipe,
-    build_guarded_model,
-    padded_vocab_size,
-    parse_grounded_forms,
-    parse_mix,
-    pointer_supervision,
-    train_model,
-    write_model_folder,
-)
 
 GRADED = {Category.JSON_EXTRACTION: 1.0, Category.GROUNDED: 1.0}
 

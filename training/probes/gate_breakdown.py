@@ -7,9 +7,9 @@ checks, so every failure is in it), regenerates the same held-out corpus, and re
 - JSON extraction and tool arguments split by whether an expected value holds a *rare piece*: a token that is a
   reply token fewer than `--rare` times in `--train-examples` conversations of the training corpus (tokenized
   with the model's own tokenizer). A piece the replies never use is one the model has only been taught not to
-  write (`switchyard.bundled.vocab_drill`).
+  write (`switchyard_training.vocab_drill`).
 
-Usage: python benchmarks/gate_breakdown.py --report gate.json --model <folder of switchyard-chat>
+Usage: python training/probes/gate_breakdown.py --report gate.json --model <folder of switchyard-chat>
        [--examples 1200] [--seed 0] [--train-examples 20000] [--rare 2]
 """
 
@@ -22,14 +22,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from switchyard.bundled.corpus import CorpusConfig, generate_corpus, heldout_config
-from switchyard.bundled.data import tokenize_examples
-from switchyard.bundled.entities import HELDOUT_ENTITIES, training_entities
-from switchyard.bundled.example import CheckKind, Example
-from switchyard.bundled.quality import GATE_EXAMPLES, METRICS
-from switchyard.bundled.tokenizer_training import load_tokenizer
-from switchyard.bundled.train import DefaultRecipe
-from switchyard.bundled.vocab_drill import reply_counts
+from switchyard_training.corpus import CorpusConfig, generate_corpus, heldout_config
+from switchyard_training.data import tokenize_examples
+from switchyard_training.entities import HELDOUT_ENTITIES, training_entities
+from switchyard_training.example import CheckKind, Example
+from switchyard_training.quality import GATE_EXAMPLES, METRICS
+from switchyard_training.recipe import DefaultRecipe
+from switchyard_training.tokenizer_training import load_tokenizer
+from switchyard_training.vocab_drill import reply_counts
 
 
 def asked_company(example: Example, turn: int) -> str | None:

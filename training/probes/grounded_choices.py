@@ -18,7 +18,7 @@ With `--form attribute`, for a model trained on attribute replies ("Acme: its fo
 founder is": the right value's first piece (or " not"), "not" where a value was due, another piece of the
 passages (a value of the wrong passage), or anything else; and the mean probability of the right token.
 
-Usage: python benchmarks/grounded_choices.py --model <folder of switchyard-chat> [--cases 300] [--form attribute]
+Usage: python training/probes/grounded_choices.py --model <folder of switchyard-chat> [--cases 300] [--form attribute]
 """
 
 from __future__ import annotations
@@ -33,14 +33,13 @@ from pathlib import Path
 
 import torch
 import transformers
+from switchyard_training.chat_format import render_chat
+from switchyard_training.corpus import generate_corpus, heldout_config
+from switchyard_training.entities import HELDOUT_ENTITIES
+from switchyard_training.example import Category, CheckKind
+from switchyard_training.induction_init import SpaceVariants
+from switchyard_training.tasks.context import GroundedForms
 from tokenizers import Tokenizer
-
-from switchyard.bundled.chat_format import render_chat
-from switchyard.bundled.corpus import generate_corpus, heldout_config
-from switchyard.bundled.entities import HELDOUT_ENTITIES
-from switchyard.bundled.example import Category, CheckKind
-from switchyard.bundled.induction_init import SpaceVariants
-from switchyard.bundled.tasks import GroundedForms
 
 PASSAGE_LINE = re.compile(r"^(.*) \[(\d+)\]\.$", re.MULTILINE)
 

@@ -7,7 +7,7 @@ knowing the question. This script puts every held-out case in all three layouts,
 (Switchyard's engine, one batch), and reports per layout: accuracy (the gate's grounded check), the paired
 wins and losses against the question-last layout, the failure kinds, and which reply form the model chose.
 
-Usage: python benchmarks/grounded_layouts.py --model <folder of switchyard-chat> [--cases 300] [--json F]
+Usage: python training/probes/grounded_layouts.py --model <folder of switchyard-chat> [--cases 300] [--json F]
 """
 
 from __future__ import annotations
@@ -20,19 +20,20 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from switchyard.bundled.corpus import heldout_config
-from switchyard.bundled.entities import HELDOUT_ENTITIES
-from switchyard.bundled.example import Example
-from switchyard.bundled.failure_kinds import failure_kind
-from switchyard.bundled.quality import EngineGenerator, prompt_text, says_not_found, score_grounded
-from switchyard.bundled.tasks import (
+from switchyard_training.corpus import heldout_config
+from switchyard_training.entities import HELDOUT_ENTITIES
+from switchyard_training.example import Example
+from switchyard_training.failure_kinds import failure_kind
+from switchyard_training.quality import EngineGenerator, prompt_text, says_not_found, score_grounded
+from switchyard_training.tasks.context import TaskContext
+from switchyard_training.tasks.grounded import (
     PASSAGE_INSTRUCTIONS,
     PassageLayout,
-    TaskContext,
     grounded_question,
     grounded_setup,
 )
-from switchyard.bundled.tools import ToolWorld
+
+from switchyard.agents.demo_world import ToolWorld
 
 INSTRUCTION = PASSAGE_INSTRUCTIONS[0]
 LAYOUTS = {

@@ -8,7 +8,7 @@ All run in the same process, on corpora drawn with the same seed, interleaved in
 hits each alike; the model, optimizer and data order are those of `switchyard train-default`. The measure that
 compares the layouts is conversations per second (a grouped step holds more conversations in the same tokens).
 
-    python benchmarks/train_step.py --steps 6 --rounds 3
+    python training/probes/train_step.py --steps 6 --rounds 3
 """
 
 from __future__ import annotations
@@ -21,25 +21,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from switchyard_training.chat_format import ENDOFTEXT
+from switchyard_training.corpus import CorpusConfig, generate_corpus
+from switchyard_training.data import PackedRows, pack_examples, tokenize_examples
+from switchyard_training.induction_init import InductionInit
+from switchyard_training.model_builder import build_guarded_model, padded_vocab_size
+from switchyard_training.packed_attention import PACKED_SDPA
+from switchyard_training.recipe import DRAFT_SHAPE, MAIN_SHAPE, DefaultRecipe, TrainConfig
+from switchyard_training.tokenizer_training import corpus_texts, train_tokenizer
+from switchyard_training.train_loop import apply_update, assistant_loss, batch_rows, make_optimizer
 
-from switchyard.bundled.chat_format import ENDOFTEXT
-from switchyard.bundled.corpus import CorpusConfig, generate_corpus
-from switchyard.bundled.data import PackedRows, pack_examples, tokenize_examples
-from switchyard.bundled.induction_init import InductionInit
-from switchyard.bundled.packed_attention import PACKED_SDPA
-from switchyard.bundled.tokenizer_training import corpus_texts, train_tokenizer
-from switchyard.bundled.train import (
-    DRAFT_SHAPE,
-    MAIN_SHAPE,
-    DefaultRecipe,
-    TrainConfig,
-    apply_update,
-    assistant_loss,
-    batch_rows,
-    build_guarded_model,
-    make_optimizer,
-    padded_vocab_size,
-)
 from switchyard.models.cpu_bf16 import cpu_has_native_bf16
 
 

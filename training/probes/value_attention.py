@@ -5,7 +5,7 @@ For held-out conversations, teacher-forced up to the first token of a value the 
 token, and each head's attention mass on the value's span in the prompt. A head that finds values puts most of
 its attention there; the locator heads of the recipe (layers 3-4, last kv head's query heads) are meant to.
 
-Usage: python benchmarks/value_attention.py --model <folder of switchyard-chat> [--cases 40]
+Usage: python training/probes/value_attention.py --model <folder of switchyard-chat> [--cases 40]
 """
 
 from __future__ import annotations
@@ -19,11 +19,10 @@ from pathlib import Path
 
 import torch
 import transformers
+from switchyard_training.chat_format import render_chat
+from switchyard_training.corpus import generate_corpus, heldout_config
+from switchyard_training.example import Category, Example
 from tokenizers import Tokenizer
-
-from switchyard.bundled.chat_format import render_chat
-from switchyard.bundled.corpus import generate_corpus, heldout_config
-from switchyard.bundled.example import Category, Example
 
 
 @dataclass(frozen=True)

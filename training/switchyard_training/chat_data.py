@@ -17,9 +17,9 @@ from typing import Any
 
 import transformers
 
-from switchyard.bundled.data import TokenizedExample
 from switchyard.errors import InvalidRequestError
 from switchyard.models.tokenizer import render_chat
+from switchyard_training.data import TokenizedExample
 
 logger = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 `generate_corpus(CorpusConfig(seed=..., size=...))` returns a list of `Example`s: chat-formatted conversations
 (OpenAI-style messages, plus `tools` where a tool list is offered) covering plain chat, tool use (one call, two
 calls, no fitting tool), JSON extraction, grounded answers with citations and injected instructions. Each
-example records what the quality gate checks (see `switchyard.bundled.example`).
+example records what the quality gate checks (see `switchyard_training.example`).
 
 Example i is generated from its own RNG seeded with (seed, i), so a corpus is reproducible element by element
 and a larger corpus extends a smaller one with the same seed. `heldout_config` uses a different seed *and* the
@@ -17,11 +17,12 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from switchyard.bundled.entities import HELDOUT_ENTITIES, TRAIN_ENTITIES, EntityLists
-from switchyard.bundled.example import Category, Check, CheckKind, Example
-from switchyard.bundled.sessions import GROUPED, MAX_GROUP_SIZE, member_rng, session
-from switchyard.bundled.tasks import GENERATORS, GroundedForms, TaskContext
-from switchyard.bundled.tools import READING_TOOLS, TOOLS, ToolWorld
+from switchyard.agents.demo_world import READING_TOOLS, TOOLS, ToolWorld
+from switchyard_training.entities import HELDOUT_ENTITIES, TRAIN_ENTITIES, EntityLists
+from switchyard_training.example import Category, Check, CheckKind, Example
+from switchyard_training.sessions import GROUPED, MAX_GROUP_SIZE, member_rng, session
+from switchyard_training.tasks.context import GroundedForms, TaskContext
+from switchyard_training.tasks.generators import GENERATORS
 
 __all__ = [
     "DEFAULT_WEIGHTS",

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 import torch
 from tokenizers import Tokenizer
 
-from switchyard.bundled.chat_format import render_chat
-from switchyard.bundled.example import Example
+from switchyard_training.chat_format import render_chat
+from switchyard_training.example import Example
 
 IGNORE_INDEX = -100
 """Label value transformers' causal-LM loss skips."""

@@ -14,7 +14,7 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 
-from switchyard.bundled.real_entries import RealEntries, load_real_entries
+from switchyard_training.real_entries import RealEntries, load_real_entries
 
 
 def _words(text: str) -> list[str]:

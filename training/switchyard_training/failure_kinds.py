@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from switchyard.bundled.example import Check, CheckKind
-from switchyard.bundled.quality import (
+from switchyard_training.example import Check, CheckKind
+from switchyard_training.quality import (
     MalformedToolCall,
     normalize,
     parse_json_reply,

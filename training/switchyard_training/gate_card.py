@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # quality.py imports this module for `eval-default --card`
-    from switchyard.bundled.quality import QualityReport
+    from switchyard_training.quality import QualityReport
 
 SECTION = "## Quality gate"
 DRAFT_SECTION = "## Agreement with the main model"

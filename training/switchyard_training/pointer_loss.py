@@ -29,9 +29,9 @@ from typing import Any
 
 import torch
 
-from switchyard.bundled.data import IGNORE_INDEX
-from switchyard.bundled.packed_attention import packed_segments
 from switchyard.models.rope import apply_rotary
+from switchyard_training.data import IGNORE_INDEX
+from switchyard_training.packed_attention import packed_segments
 
 
 @dataclass(frozen=True)

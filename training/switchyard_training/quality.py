@@ -1,6 +1,6 @@
 """The quality gate of the bundled models, scored on a held-out corpus (another seed, other entity lists).
 
-Each held-out example carries `Check`s (see `switchyard.bundled.example`). For every graded assistant turn the
+Each held-out example carries `Check`s (see `switchyard_training.example`). For every graded assistant turn the
 model is prompted with the conversation before that turn (gold history, tools included) and its reply is
 scored. The model is reached only through `GenerateFn(messages, tools) -> str`, so the same gate runs over
 Switchyard's engine (`EngineGenerator`, the default), transformers (`HFGenerator`) or any other generator.
@@ -30,12 +30,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from switchyard.bundled.chat_format import IM_END, TOOL_CALL_CLOSE, TOOL_CALL_OPEN
-from switchyard.bundled.corpus import generate_corpus, heldout_config
-from switchyard.bundled.example import Check, CheckKind, Example
-from switchyard.bundled.gate_card import DRAFT_SECTION, SECTION, draft_section, gate_section, write_section
-from switchyard.bundled.tasks import NOT_FOUND_PHRASES, UNKNOWN_PHRASES
 from switchyard.models.registry import DRAFT_MODEL, MAIN_MODEL, resolve_model
+from switchyard_training.chat_format import IM_END, TOOL_CALL_CLOSE, TOOL_CALL_OPEN
+from switchyard_training.corpus import generate_corpus, heldout_config
+from switchyard_training.example import Check, CheckKind, Example
+from switchyard_training.gate_card import DRAFT_SECTION, SECTION, draft_section, gate_section, write_section
+from switchyard_training.tasks.chat import UNKNOWN_PHRASES
+from switchyard_training.tasks.grounded import NOT_FOUND_PHRASES
 
 GenerateFn = Callable[[list[dict[str, Any]], list[dict[str, Any]] | None], str]
 """(messages, tools) -> the assistant's reply text, tool calls written as <tool_call>{json}</tool_call>."""
@@ -204,7 +205,7 @@ class Failure:
     reply: str
     expected: dict[str, Any]
     kind: str = ""
-    """What went wrong (`switchyard.bundled.failure_kinds`)."""
+    """What went wrong (`switchyard_training.failure_kinds`)."""
     example: int = -1
     """Index of the conversation in the graded corpus, and of the graded message in it (-1: not recorded)."""
     turn: int = -1
@@ -282,7 +283,7 @@ def evaluate(
     """Prompt the model at every graded turn of every example and aggregate the metrics."""
     from tqdm.auto import tqdm
 
-    from switchyard.bundled.failure_kinds import failure_kind
+    from switchyard_training.failure_kinds import failure_kind
 
     metrics = {m.name: MetricResult(m.name, target=m.target) for m in METRICS}
     failures: list[Failure] = []

@@ -16,21 +16,12 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from switchyard.bundled.example import Category, Example
-from switchyard.bundled.tasks import (
-    ATTRIBUTES,
-    TaskContext,
-    ToolSetting,
-    company_facts,
-    grounded_question,
-    no_tool,
-    parallel_forms,
-    passage_layout,
-    system_prompt,
-    tool_call,
-    tool_parallel,
-)
-from switchyard.bundled.tools import TOOLS
+from switchyard.agents.demo_world import TOOLS
+from switchyard_training.example import Category, Example
+from switchyard_training.tasks.context import TaskContext, ToolSetting
+from switchyard_training.tasks.grounded import ATTRIBUTES, company_facts, grounded_question, passage_layout
+from switchyard_training.tasks.surface import system_prompt
+from switchyard_training.tasks.tool_use import no_tool, parallel_forms, tool_call, tool_parallel
 
 TOOL_FAMILY: tuple[Category, ...] = (Category.TOOL_CALL, Category.TOOL_PARALLEL, Category.NO_TOOL)
 """Categories whose conversations open with a system prompt and tool list that a group can share."""

@@ -38,7 +38,7 @@ from typing import Any
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from switchyard.bundled.chat_format import (
+from switchyard_training.chat_format import (
     CHAT_TEMPLATE,
     ENDOFTEXT,
     IM_END,
@@ -46,7 +46,7 @@ from switchyard.bundled.chat_format import (
     TAG_TOKENS,
     render_chat,
 )
-from switchyard.bundled.example import Example
+from switchyard_training.example import Example
 
 DEFAULT_VOCAB_SIZE = 8192
 # Words with their leading space, single digits, punctuation runs, newline runs, other whitespace.

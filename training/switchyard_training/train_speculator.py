@@ -28,17 +28,18 @@ import transformers
 from tokenizers import Tokenizer
 from tqdm.auto import tqdm
 
-from switchyard.bundled.chat_data import chat_examples
-from switchyard.bundled.corpus import CorpusConfig, heldout_config, iter_corpus
-from switchyard.bundled.data import TokenizedExample, tokenize_examples
-from switchyard.bundled.entities import training_entities
-from switchyard.bundled.example import Category
-from switchyard.bundled.train import DefaultRecipe, WarmupCosine
 from switchyard.errors import SwitchyardError
 from switchyard.models.cpu_bf16 import cpu_has_native_bf16
 from switchyard.models.registry import BUNDLED_DIR, MAIN_MODEL, SPECULATOR_MODEL, resolve_model
 from switchyard.models.speculator import Speculator, SpeculatorConfig
 from switchyard.models.tokenizer import load_tokenizer
+from switchyard_training.chat_data import chat_examples
+from switchyard_training.corpus import CorpusConfig, heldout_config, iter_corpus
+from switchyard_training.data import TokenizedExample, tokenize_examples
+from switchyard_training.entities import training_entities
+from switchyard_training.example import Category
+from switchyard_training.recipe import DefaultRecipe
+from switchyard_training.train_loop import WarmupCosine
 
 
 @dataclass(frozen=True)

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 import torch
 from tokenizers import Tokenizer
 
-from switchyard.bundled.chat_format import SPECIAL_TOKENS, TAG_TOKENS
-from switchyard.bundled.data import TokenizedExample
-from switchyard.bundled.example import Category, CheckKind, Example
-from switchyard.bundled.tasks import Conversation
+from switchyard_training.chat_format import SPECIAL_TOKENS, TAG_TOKENS
+from switchyard_training.data import TokenizedExample
+from switchyard_training.example import Category, CheckKind, Example
+from switchyard_training.tasks.context import Conversation
 
 _ECHO_LEADS = ("Say exactly this: ", "Repeat after me: ", "Echo: ", "Copy this exactly:\n", "Please repeat: ")
 _ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth")
