@@ -437,7 +437,7 @@ def draft_agreement(draft_folder: str | Path, transcripts: Sequence[tuple[list[i
 GATE_EXAMPLES = 1200
 """Held-out conversations the gate grades by default: about 220-270 graded turns each for extraction and
 grounded answers. At 400 a rate near its target moves across it with the sample (run 30: JSON 0.917 and
-grounded 0.793 on 400, 0.891 and 0.804 on 1200; benchmarks/RESULTS.md)."""
+grounded 0.793 on 400, 0.891 and 0.804 on 1200; training/RESULTS.md)."""
 
 
 def run_gate(

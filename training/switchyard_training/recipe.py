@@ -83,7 +83,7 @@ no-tool turns, injections and copy drills to extraction and grounded answers. Ru
 0.891, grounded 0.716 -> 0.804 on the 1200-conversation gate, tool metrics up too); run 31 moved 0.04 more from
 tool calls and no-tool turns to extraction, the one metric still short: JSON 0.891 -> 0.900, grounded 0.823,
 tool selection 0.975, arguments 0.957. Run 32, this recipe under the 90-minute budget, gave the shipped models:
-0.977 / 0.946 / JSON 0.918 / grounded 0.838 / injection 1.000 (benchmarks/RESULTS.md)."""
+0.977 / 0.946 / JSON 0.918 / grounded 0.838 / injection 1.000 (training/RESULTS.md)."""
 
 
 @dataclass(frozen=True)
@@ -157,7 +157,7 @@ class DefaultRecipe:
     grounded_forms: GroundedForms = field(default_factory=lambda: GroundedForms(quote=0.85, value=0.15))
     """How answerable grounded questions are answered (`tasks.GroundedForms`): quotes and value-first replies,
     none citing first. Run 27 dropped the cite-first "According to [k]" form (run 26: 0.15), whose replies
-    opened with something other than a company name 44 times in 150; run 28 with 11 (benchmarks/RESULTS.md)."""
+    opened with something other than a company name 44 times in 150; run 28 with 11 (training/RESULTS.md)."""
     message_tool: bool = True
     """Offer `send_message` among the tools (the agent demo's acting tool, which it asks approval for); runs up
     to 27 had only the reading tools, and False reproduces their corpora exactly."""
@@ -165,7 +165,7 @@ class DefaultRecipe:
     """Tool and grounded conversations come in groups of this many sharing their prompt (`sessions`), packed
     with the shared part once (`data.pack_examples`): 1.37-1.43x the conversations per second of lone ones
     (`training/probes/train_step.py`), and on the 1200-conversation gate JSON 0.36 -> 0.56, grounded 0.20 -> 0.37
-    (benchmarks/RESULTS.md, run 6)."""
+    (training/RESULTS.md, run 6)."""
     row_len: int = 1152
     """Rows long enough for a group of tool conversations (prefix ~260 tokens, ~140 per member); 4 rows a step
     keep the 4608 tokens per step the recipe was tuned with."""
@@ -203,7 +203,7 @@ class DefaultRecipe:
     them from 810 to 24k lifted grounded answers from 0.487 to 0.583 (run 24); the other lists cost JSON about
     0.07 between training and held-out names on run 24 (`training/probes/entity_gap.py`). 6000, not run 24's 1500,
     since run 25: the grounded reply opened with the asked company 128 times in 150 instead of 103, p(another
-    company) 0.05 instead of 0.23 (benchmarks/RESULTS.md)."""
+    company) 0.05 instead of 0.23 (training/RESULTS.md)."""
     real_entity_share: float = 0.5
     """Share of the added people, cities, jobs, products and document topics that are real-world entries (from
     Faker's tables, none sharing a word with the held-out lists) instead of invented ones
@@ -215,7 +215,7 @@ class DefaultRecipe:
     drills until they are (`vocab_drill`): a piece never trained on cannot be written, even copied (run 20
     broke every held-out "... Analytics" name at "tics"). 0 adds none, the recipe: run 21 (24, 47k drills)
     lifted tool arguments to 0.901 and evened the company suffixes out, but grounded fell to 0.280, its replies
-    opening less often with the asked company (benchmarks/RESULTS.md)."""
+    opening less often with the asked company (training/RESULTS.md)."""
     drill_copy_starts: bool = True
     """Whether the drills' copy starts teach the locator heads too (`pointer_loss`). A drill's copy start is an
     easy lookup (one echoed line), yet drill rows hold 3x the supervised queries of corpus rows: at run 21's
