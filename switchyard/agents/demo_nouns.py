@@ -3,7 +3,8 @@
 `ToolWorld.build(DEMO_NOUNS, seed=0)` is the world the bundled model was trained on (weather of every city,
 documents on every topic), so the agent demo serves the same tool results, city for city. The lists are
 `switchyard_training.entities.TRAIN_ENTITIES`' own, frozen here because the runtime never imports training;
-tests/training/test_demo_world.py checks they are still equal. Data only: edit them nowhere but there.
+tests/training/test_demo_world.py checks they are still equal. Data only: they change when the training lists
+do, and are then rewritten from them (the bundled model must be retrained on the new world too).
 """
 
 from __future__ import annotations

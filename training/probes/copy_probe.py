@@ -109,7 +109,7 @@ PASSAGE_LINE = re.compile(r"^(.*) \[(\d+)\]\.$")
 
 
 def company_choices(tokenizer: Tokenizer, count: int) -> list[CompanyChoice]:
-    """Held-out grounded questions answered by a quote (`tasks.grounded_reply`), up to `count`."""
+    """Held-out grounded questions answered by a quote (`tasks.grounded.grounded_reply`), up to `count`."""
     examples = [e for e in generate_corpus(heldout_config(count * 25)) if e.category == Category.GROUNDED]
     choices = []
     for example, tokens in zip(examples, tokenize_examples(tokenizer, examples), strict=True):

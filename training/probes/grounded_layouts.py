@@ -2,7 +2,7 @@
 
 The corpus shows passages three ways: in the system prompt with the question as the user message, in the user
 message with the question after them, and in the user message with the question before them as well as after
-(`tasks.PassageLayout`). A small model may match question to passage more easily when it reads the passages
+(`tasks.grounded.PassageLayout`). A small model may match question to passage more easily when it reads the passages
 knowing the question. This script puts every held-out case in all three layouts, runs the main model greedily
 (Switchyard's engine, one batch), and reports per layout: accuracy (the gate's grounded check), the paired
 wins and losses against the question-last layout, the failure kinds, and which reply form the model chose.

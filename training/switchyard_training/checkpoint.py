@@ -14,10 +14,13 @@ import torch
 from switchyard_training.data import PackedRows
 
 CHECKPOINT_FILE = "state.pt"
+"""A model's checkpoint in its checkpoint folder: weights, optimizer, scheduler, RNG states, step, losses."""
 DONE_FILE = "done.json"
+"""Written once a model's folder is exported (its `TrainResult`); a resume skips that model."""
 
 
 def rng_state() -> dict[str, Any]:
+    """Python's and torch's RNG states, saved with a checkpoint so a resumed run draws what it would have."""
     return {"python": random.getstate(), "torch": torch.get_rng_state()}
 
 
@@ -41,6 +44,7 @@ def load_checkpoint(path: Path) -> dict[str, Any] | None:
 
 
 ROWS_FINGERPRINT_FILE = "rows.sha256"
+"""The packed rows' fingerprint in the checkpoint dir (`check_rows_fingerprint`)."""
 
 
 class ResumeMismatchError(ValueError):

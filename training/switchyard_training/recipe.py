@@ -155,7 +155,7 @@ class DefaultRecipe:
     corpus_weights: dict[Category, float] = field(default_factory=lambda: dict(RECIPE_WEIGHTS))
     """Relative shares of the categories, by example count (`RECIPE_WEIGHTS`)."""
     grounded_forms: GroundedForms = field(default_factory=lambda: GroundedForms(quote=0.85, value=0.15))
-    """How answerable grounded questions are answered (`tasks.GroundedForms`): quotes and value-first replies,
+    """How answerable grounded questions are answered (`tasks.context.GroundedForms`): quotes and value-first replies,
     none citing first. Run 27 dropped the cite-first "According to [k]" form (run 26: 0.15), whose replies
     opened with something other than a company name 44 times in 150; run 28 with 11 (training/RESULTS.md)."""
     message_tool: bool = True

@@ -60,7 +60,7 @@ def tool_session(
 def grounded_session(ctx: TaskContext, members: list[TaskContext], group: int) -> list[Example]:
     """One set of 3-5 passages about two companies (drawn from ctx), one question per member context.
 
-    As in `tasks.grounded`, a quarter of the questions ask what no passage says (often a fact the passages
+    As in `tasks.grounded.grounded`, a quarter of the questions ask what no passage says (often a fact the passages
     give for the other company). Members ask different questions (`MAX_GROUP_SIZE`)."""
     company, other = ctx.rng.sample(ctx.entities.companies, 2)
     facts = company_facts(ctx, company)

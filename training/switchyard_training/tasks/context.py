@@ -44,12 +44,15 @@ class GroundedForms:
 
 @dataclass
 class TaskContext:
+    """What one conversation is drawn from: its own seeded RNG, the corpus' entity lists and tool world, and
+    the corpus' answer forms and tools."""
+
     rng: random.Random
     entities: EntityLists
     world: ToolWorld
     grounded_forms: GroundedForms = field(default_factory=GroundedForms)
     tool_names: tuple[str, ...] = tuple(TOOLS)
-    """The tools this corpus offers (a subset of `tools.TOOLS`, in its order)."""
+    """The tools this corpus offers (a subset of `demo_world.TOOLS`, in its order)."""
 
     def pick(self, items: tuple[str, ...] | list[str]) -> str:
         return self.rng.choice(items)
