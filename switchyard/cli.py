@@ -252,10 +252,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 # Commands with parsers of their own: everything after the command name is theirs.
 DELEGATED_COMMANDS = {
-    "train-default": ("switchyard.bundled.train", "train the bundled models from scratch (about 90 minutes)"),
-    "eval-default": ("switchyard.bundled.quality", "run the bundled model's quality gate"),
+    "train-default": (
+        "switchyard_training.train",
+        "train the bundled models from scratch (about 90 minutes)",
+    ),
+    "eval-default": ("switchyard_training.quality", "run the bundled model's quality gate"),
     "train-speculator": (
-        "switchyard.bundled.train_speculator",
+        "switchyard_training.train_speculator",
         "train look-ahead heads for speculative decoding on a main model (about 20 minutes)",
     ),
     "demo": ("switchyard.demo", "offline generation demo on a small random-initialised model"),
@@ -267,14 +270,33 @@ DELEGATED_COMMANDS = {
     "agent": ("switchyard.agents.cli", "agent runtime: `switchyard agent demo` runs a tool-using assistant"),
     "rag": ("switchyard.agents.rag.cli", "ingest documents into collections and query them with sources"),
 }
+TRAINING_PACKAGE = "switchyard_training"
+"""The separate training distribution (`training/` in a checkout) that the training commands live in."""
+
+
+def run_delegated(command: str, argv: list[str]) -> int:
+    """Run a delegated command's own `main`; exit 2 with how to install it when the training package is absent."""
+    import importlib
+
+    module_name = DELEGATED_COMMANDS[command][0]
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        if (error.name or "").partition(".")[0] != TRAINING_PACKAGE:
+            raise  # a dependency missing, not the package
+        print(
+            f"switchyard {command}: error: the training package is not installed; from a checkout run "
+            "`pip install -e ./training` (or `make test`, which installs it)",
+            file=sys.stderr,
+        )
+        return 2
+    return int(module.main(argv) or 0)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in DELEGATED_COMMANDS:
-        import importlib
-
-        return int(importlib.import_module(DELEGATED_COMMANDS[argv[0]][0]).main(argv[1:]) or 0)
+        return run_delegated(argv[0], argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(

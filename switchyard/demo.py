@@ -1,24 +1,30 @@
 """The offline generation demo `make serve` runs until the bundled model is trained.
 
-It trains Switchyard's tokenizer on a slice of the bundled corpus, saves a small random-initialised Llama
-beside it, and drives the real engine through `LLM.chat`: batching, the paged KV cache and sampling all run,
-but an untrained model's words are noise. It says so, and says how to get a real model.
+It copies the bundled model's tokenizer (its files ship inside the package), saves a small
+random-initialised Llama beside it, and drives the real engine through `LLM.chat`: batching, the paged KV cache
+and sampling all run, but an untrained model's words are noise. It says so, and says how to get a real model.
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import torch
 import transformers
+from tokenizers import Tokenizer
 
-from switchyard.bundled.corpus import CorpusConfig, generate_corpus
-from switchyard.bundled.tokenizer_training import corpus_texts, save_tokenizer, train_tokenizer
 from switchyard.engine.sampling_params import SamplingParams
+from switchyard.errors import ModelLoadError
 from switchyard.llm import LLM
+from switchyard.models.registry import BUNDLED_MODELS, MAIN_MODEL
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+"""The bundled model's tokenizer and chat template, which the demo model reuses."""
 
 PROMPTS = (
     "Hello! What can you do?",
@@ -28,10 +34,16 @@ PROMPTS = (
 )
 
 
-def build_demo_model(folder: Path, seed: int = 0) -> Path:
-    """A tokenizer trained on 300 corpus conversations and a random 2-layer Llama that uses it."""
-    tokenizer = train_tokenizer(corpus_texts(generate_corpus(CorpusConfig(seed=seed, size=300))), 1024)
-    save_tokenizer(tokenizer, folder)
+def build_demo_model(folder: Path, seed: int = 0, tokenizer_from: Path = BUNDLED_MODELS[MAIN_MODEL]) -> Path:
+    """The bundled model's tokenizer files and a random 2-layer Llama that uses them, saved in `folder`."""
+    missing = [name for name in TOKENIZER_FILES if not (tokenizer_from / name).is_file()]
+    if missing:
+        raise ModelLoadError(
+            f"the demo needs the bundled tokenizer, but {tokenizer_from} lacks {', '.join(missing)}"
+        )
+    for name in TOKENIZER_FILES:
+        shutil.copyfile(tokenizer_from / name, folder / name)
+    tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
     config = transformers.LlamaConfig(
         vocab_size=-(-tokenizer.get_vocab_size() // 64) * 64,
         hidden_size=128,
@@ -58,7 +70,11 @@ def main(argv: list[str] | None = None) -> int:
     print("Switchyard offline demo: the bundled model is not trained yet, so this runs the real engine on a")
     print("random-initialised model. Its replies are noise; the machinery is real.\n")
     with tempfile.TemporaryDirectory(prefix="switchyard-demo-") as tmp:
-        folder = build_demo_model(Path(tmp))
+        try:
+            folder = build_demo_model(Path(tmp))
+        except ModelLoadError as error:
+            print(f"switchyard demo: error: {error}", file=sys.stderr)
+            return 2
         llm = LLM(str(folder), dtype="float32", max_model_len=2048, kv_cache_memory=64 << 20)
         params = SamplingParams(temperature=0.8, top_p=0.95, max_tokens=args.max_tokens)
         start = time.perf_counter()
@@ -72,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{len(PROMPTS)} requests, {tokens} tokens in {elapsed:.2f} s ({tokens / elapsed:.0f} tokens/s)"
         )
-    print("\nNext: `switchyard train-default` trains the bundled models (about 90 minutes on 2 cores); then")
+    print("\nNext: `switchyard train-default` trains the bundled models (about 90 minutes on 2 cores;")
+    print("it comes with the training package: `pip install -e ./training` in a checkout), then")
     print("`make serve` starts the OpenAI-compatible server on them. Any Hugging Face folder of a Llama,")
     print("Qwen2, Qwen3 or Mistral model works now: `switchyard serve PATH`.")
     return 0

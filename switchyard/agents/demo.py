@@ -1,5 +1,5 @@
-"""The demo assistant's tools: the bundled model's own (same names, schemas and offline world), among them the
-acting `send_message`, which always needs a human's approval here."""
+"""The demo assistant's tools: the bundled model's own (same names, schemas and offline world, `demo_world`),
+among them the acting `send_message`, which always needs a human's approval here."""
 
 from __future__ import annotations
 
@@ -8,11 +8,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from switchyard.agents.agent import Agent, ModelSettings
+from switchyard.agents.demo_nouns import DEMO_NOUNS
+from switchyard.agents.demo_world import (
+    CALCULATOR,
+    CONVERT_UNITS,
+    GET_WEATHER,
+    SEND_MESSAGE,
+    ToolWorld,
+    run_tool,
+)
 from switchyard.agents.injection import Caller
 from switchyard.agents.model import ModelClient
 from switchyard.agents.tool import FunctionTool, tool
-from switchyard.bundled.entities import TRAIN_ENTITIES
-from switchyard.bundled.tools import CALCULATOR, CONVERT_UNITS, GET_WEATHER, SEND_MESSAGE, ToolWorld, run_tool
 
 INSTRUCTIONS = "You are a helpful assistant with access to tools."
 """One of the system prompts the bundled model saw with tools in training."""
@@ -25,7 +32,7 @@ DEMO_CALLER = Caller("demo-user", frozenset({"messages:send"}))
 class DemoWorld:
     """The weather table the tools read and the outbox `send_message` writes to."""
 
-    world: ToolWorld = field(default_factory=lambda: ToolWorld.build(TRAIN_ENTITIES, seed=0))
+    world: ToolWorld = field(default_factory=lambda: ToolWorld.build(DEMO_NOUNS, seed=0))
     outbox: list[str] = field(default_factory=list)
 
     def a_city(self) -> str:

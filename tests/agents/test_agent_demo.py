@@ -6,6 +6,8 @@ sent or declined with approval) and skip while `switchyard train-default` has no
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -16,7 +18,7 @@ from tokenizer_factory import build_tokenizer
 from switchyard.agents import InjectionPolicy, OpenAIModelClient, RunLimits, Runner, RunStatus
 from switchyard.agents.cli import main
 from switchyard.agents.demo import DEMO_CALLER, DemoWorld, demo_agent
-from switchyard.bundled.tools import format_number
+from switchyard.agents.demo_world import format_number
 from switchyard.cli import main as switchyard_main
 from switchyard.models.registry import BUNDLED_MODELS, MAIN_MODEL, is_built
 
@@ -25,6 +27,17 @@ def test_agent_command_is_registered(capsys: pytest.CaptureFixture[str]) -> None
     with pytest.raises(SystemExit) as exit_info:
         switchyard_main(["agent", "demo", "--help"])
     assert exit_info.value.code == 0 and "--approve" in capsys.readouterr().out
+
+
+def test_the_demo_world_loads_neither_torch_nor_faker_nor_training() -> None:
+    """The demo's tools and world are the agents side's own: importing them pulls in no heavy or training
+    package."""
+    code = (
+        "import sys; from switchyard.agents.demo import DemoWorld; DemoWorld(); "
+        "print(sorted({m.partition('.')[0] for m in sys.modules} & {'torch', 'faker', 'switchyard_training'}))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
 
 
 def test_demo_runs_against_a_server_given_by_url(

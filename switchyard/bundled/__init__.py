@@ -1,1 +1,0 @@
-"""Training code for the bundled models (moving out to the training package)."""
