@@ -37,6 +37,7 @@ serve: $(VENV)/.installed
 test: $(VENV)/.installed-dev
 	$(BIN)/lint-imports
 	$(BIN)/deptry .
+	cd training && ../$(BIN)/deptry .
 	$(BIN)/python -m pytest $(ARGS)
 
 lint: $(VENV)/.installed-dev

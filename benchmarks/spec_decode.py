@@ -105,12 +105,11 @@ def copy_prompts(llm: LLM, count: int, words: int) -> list[list[int]]:
 def paragraph_prompts(llm: LLM, count: int, sentences: int) -> tuple[list[list[int]], list[str]]:
     """Copy-or-edit requests over paragraphs of held-out fact sentences (names the model never saw), the
     corpus's rewrite drill at benchmark length (`sentences` 18 is about 300 tokens), and the right replies."""
+    from switchyard.agents.demo_world import ToolWorld
+    from switchyard.models.tokenizer import render_chat
     from switchyard_training.entities import HELDOUT_ENTITIES
     from switchyard_training.tasks.context import TaskContext
     from switchyard_training.tasks.copy_drill import fact_paragraph, rewrite_request
-
-    from switchyard.agents.demo_world import ToolWorld
-    from switchyard.models.tokenizer import render_chat
 
     world = ToolWorld.build(HELDOUT_ENTITIES, 0)
     prompts, replies = [], []
@@ -137,9 +136,8 @@ def copy_fidelity(llm: LLM, outputs: list[list[int]], replies: list[str]) -> dic
 
 def task_prompts(llm: LLM, count: int) -> list[list[int]]:
     """The first `count` graded prompts of the bundled model's held-out corpus, rendered with its template."""
-    from switchyard_training.corpus import generate_corpus, heldout_config
-
     from switchyard.models.tokenizer import render_chat
+    from switchyard_training.corpus import generate_corpus, heldout_config
 
     turns = [
         (example, turn)
@@ -156,11 +154,10 @@ def json_tasks(
     """The held-out JSON-extraction prompts, each with params constrained to an object of exactly its expected
     keys (values: strings, numbers or null), as a caller passing a response schema would; sampled requests
     are seeded by their index."""
-    from switchyard_training.corpus import generate_corpus, heldout_config
-    from switchyard_training.example import CheckKind
-
     from switchyard.engine.structured.params import StructuredOutputsParams
     from switchyard.models.tokenizer import render_chat
+    from switchyard_training.corpus import generate_corpus, heldout_config
+    from switchyard_training.example import CheckKind
 
     prompts, params = [], []
     examples = generate_corpus(heldout_config(size=max(200, 8 * count)))

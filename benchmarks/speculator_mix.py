@@ -24,12 +24,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 from spec_decode import task_prompts
-from switchyard_training.train_speculator import load_target
 
 from switchyard import LLM, SamplingParams
 from switchyard.engine.spec.ngram import NgramProposer
 from switchyard.models.registry import MAIN_MODEL, SPECULATOR_MODEL, resolve_model
 from switchyard.models.speculator import load_speculator
+from switchyard_training.train_speculator import load_target
 
 
 @dataclass(frozen=True)

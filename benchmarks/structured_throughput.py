@@ -46,10 +46,11 @@ def build_default_model(folder: Path) -> Path:
     """SMALL-shaped Qwen2 + an 8k byte-level BPE tokenizer trained on the bundled corpus (cached in folder)."""
     if (folder / "tokenizer.json").is_file():
         return folder
+    from transformers import PreTrainedTokenizerFast
+
     from switchyard_training.chat_format import CHAT_TEMPLATE
     from switchyard_training.corpus import CorpusConfig, generate_corpus
     from switchyard_training.tokenizer_training import corpus_texts, train_tokenizer
-    from transformers import PreTrainedTokenizerFast
 
     tokenizer = train_tokenizer(corpus_texts(generate_corpus(CorpusConfig(seed=1, size=4000))), 8192)
     vocab = -(-tokenizer.get_vocab_size() // 64) * 64

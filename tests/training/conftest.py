@@ -5,13 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from tokenizers import Tokenizer
+
 from switchyard_training.corpus import CorpusConfig, generate_corpus
 from switchyard_training.example import Example
 from switchyard_training.pipeline import train_default
 from switchyard_training.tokenizer_training import corpus_texts, train_tokenizer
 from switchyard_training.train_loop import TrainResult
-from tokenizers import Tokenizer
-
 from tests.training.factory import tiny_recipe
 
 

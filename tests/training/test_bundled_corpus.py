@@ -8,6 +8,9 @@ from collections import Counter
 from dataclasses import fields
 
 import pytest
+
+from switchyard.agents import Agent, Runner, tool
+from switchyard.agents.demo_world import TOOLS, ToolWorld, evaluate_expression, run_tool
 from switchyard_training.corpus import CorpusConfig, generate_corpus, heldout_config, load_jsonl, save_jsonl
 from switchyard_training.entities import HELDOUT_ENTITIES, TRAIN_ENTITIES, EntityLists
 from switchyard_training.example import Category, CheckKind, Example
@@ -21,9 +24,6 @@ from switchyard_training.tasks.grounded import (
     passage_layout,
     passages_prompt,
 )
-
-from switchyard.agents import Agent, Runner, tool
-from switchyard.agents.demo_world import TOOLS, ToolWorld, evaluate_expression, run_tool
 from tests.agents.scripted_model import ScriptedModel, say
 from tests.agents.scripted_model import call as scripted_call
 

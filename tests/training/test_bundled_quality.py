@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from switchyard_training.chat_format import format_tool_call
 from switchyard_training.corpus import generate_corpus, heldout_config
 from switchyard_training.example import Check, CheckKind, Example

@@ -4,6 +4,9 @@ import re
 from pathlib import Path
 
 import pytest
+from tokenizers import Tokenizer
+from transformers import AutoTokenizer
+
 from switchyard_training.chat_format import ASSISTANT_HEADER, IM_END, SPECIAL_TOKENS, TAG_TOKENS, render_chat
 from switchyard_training.data import assign_rows, pack_examples, tokenize_examples
 from switchyard_training.entities import HELDOUT_ENTITIES, TRAIN_ENTITIES
@@ -16,8 +19,6 @@ from switchyard_training.tokenizer_training import (
     save_tokenizer,
     train_tokenizer,
 )
-from tokenizers import Tokenizer
-from transformers import AutoTokenizer
 
 HELDOUT_NAMES = [*HELDOUT_ENTITIES.cities, *HELDOUT_ENTITIES.companies, *HELDOUT_ENTITIES.first_names]
 

@@ -10,6 +10,11 @@ from pathlib import Path
 import pytest
 import torch
 import transformers
+from tokenizers import Tokenizer
+
+from switchyard.models import load_model
+from switchyard.models.attention import AttentionMetadata
+from switchyard.models.registry import DRAFT_MODEL, MAIN_MODEL
 from switchyard_training.data import pack_examples, tokenize_examples
 from switchyard_training.example import Example
 from switchyard_training.model_builder import build_model, count_parameters
@@ -18,11 +23,6 @@ from switchyard_training.recipe import DRAFT_SHAPE, MAIN_SHAPE, TrainConfig
 from switchyard_training.tokenizer_training import WordStarts
 from switchyard_training.train import build_parser, main
 from switchyard_training.train_loop import TrainResult, WarmupCosine, assistant_loss, train_model
-from tokenizers import Tokenizer
-
-from switchyard.models import load_model
-from switchyard.models.attention import AttentionMetadata
-from switchyard.models.registry import DRAFT_MODEL, MAIN_MODEL
 from tests.training.factory import TINY_SHAPE, tiny_recipe
 
 FILES = ("config.json", "model.safetensors", "generation_config.json", "tokenizer.json", "tokenizer_config.json",

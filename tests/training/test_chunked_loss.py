@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+
 from switchyard_training.chunked_loss import linear_cross_entropy
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
+
 from switchyard_training.chat_format import render_chat
 from switchyard_training.corpus import DEFAULT_WEIGHTS, CorpusConfig, generate_corpus, load_jsonl, save_jsonl
 from switchyard_training.example import Category, CheckKind, Example
 from switchyard_training.sessions import GROUPED, TOOL_FAMILY
-
 from tests.training.test_bundled_corpus import assert_checks_match_the_text
 
 

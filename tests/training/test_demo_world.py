@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from switchyard_training.entities import TRAIN_ENTITIES
-
 from switchyard.agents.demo import DemoWorld
 from switchyard.agents.demo_nouns import DEMO_NOUNS
 from switchyard.agents.demo_world import ToolWorld
+from switchyard_training.entities import TRAIN_ENTITIES
 
 
 def test_the_demo_nouns_are_the_training_lists() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+
 from switchyard_training.entities import (
     HELDOUT_ENTITIES,
     TRAIN_ENTITIES,
@@ -13,7 +14,6 @@ from switchyard_training.entities import (
 )
 from switchyard_training.model_card import reproduce_command
 from switchyard_training.train import build_parser, main
-
 from tests.training.factory import tiny_recipe
 
 

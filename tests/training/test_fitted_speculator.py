@@ -11,6 +11,10 @@ from pathlib import Path
 
 import pytest
 import torch
+
+from switchyard.engine.sampling_params import SamplingParams
+from switchyard.errors import ModelLoadError
+from switchyard.llm import LLM
 from switchyard_training.data import TokenizedExample
 from switchyard_training.train_speculator import (
     SpeculatorRecipe,
@@ -20,10 +24,6 @@ from switchyard_training.train_speculator import (
     new_speculator,
     target_batch,
 )
-
-from switchyard.engine.sampling_params import SamplingParams
-from switchyard.errors import ModelLoadError
-from switchyard.llm import LLM
 from tests.engine.test_speculator import speculating_llm
 
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from switchyard_training.data import PackedRows
 from switchyard_training.induction_init import CircuitGuard, InductionInit, SpaceVariants
 from switchyard_training.model_builder import build_guarded_model, build_model
 from switchyard_training.recipe import DRAFT_SHAPE, ModelShape, TrainConfig
 from switchyard_training.train_loop import train_model
-
 from tests.training.factory import WIRED_TINY_SHAPE
 
 VOCAB = 512

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
+from switchyard.agents.grounding import check_grounding
 from switchyard_training.corpus import CorpusConfig, generate_corpus
 from switchyard_training.example import Category, CheckKind
-
-from switchyard.agents.grounding import check_grounding
 
 
 def test_the_bundled_models_not_found_replies_are_not_unsupported_claims() -> None:

@@ -3,6 +3,8 @@ from __future__ import annotations
 import pytest
 import torch
 import transformers
+from tokenizers import Tokenizer
+
 from switchyard_training import train_loop
 from switchyard_training.data import pack_examples, tokenize_examples
 from switchyard_training.example import Example
@@ -10,7 +12,6 @@ from switchyard_training.model_builder import build_model
 from switchyard_training.packed_attention import PACKED_SDPA, packed_segments
 from switchyard_training.recipe import ModelShape, TrainConfig
 from switchyard_training.train_loop import assistant_loss, train_model
-from tokenizers import Tokenizer
 
 SHAPE = ModelShape(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                    num_key_value_heads=2)  # fmt: skip

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import torch
 import transformers
+
 from switchyard_training.data import IGNORE_INDEX, pack_examples, tokenize_examples
 from switchyard_training.induction_init import CircuitGuard, InductionInit, SpaceVariants
 from switchyard_training.model_builder import build_guarded_model, padded_vocab_size

@@ -7,11 +7,11 @@ import sys
 from dataclasses import fields, replace
 
 import pytest
+
 from switchyard_training.entities import HELDOUT_ENTITIES, EntityLists, make_entities, training_entities
 from switchyard_training.model_card import reproduce_command
 from switchyard_training.real_entries import load_real_entries
 from switchyard_training.train import build_parser, main
-
 from tests.training.factory import tiny_recipe
 
 COUNT = 2000

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from tokenizers import Tokenizer
+
 from switchyard_training.corpus import CorpusConfig, generate_corpus
 from switchyard_training.data import (
     IGNORE_INDEX,
@@ -18,7 +20,6 @@ from switchyard_training.model_builder import build_model
 from switchyard_training.packed_attention import PACKED_SDPA, packed_segments
 from switchyard_training.recipe import ModelShape, TrainConfig
 from switchyard_training.train_loop import assistant_loss, train_model
-from tokenizers import Tokenizer
 
 SHAPE = ModelShape(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                    num_key_value_heads=2)  # fmt: skip

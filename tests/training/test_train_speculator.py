@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from switchyard_training.train_speculator import main
 
 from switchyard.models.registry import BUNDLED_MODELS, MAIN_MODEL, is_built
 from switchyard.models.speculator import load_speculator
+from switchyard_training.train_speculator import main
 
 pytestmark = pytest.mark.skipif(
     not is_built(BUNDLED_MODELS[MAIN_MODEL]), reason="bundled model not built yet"
@@ -62,9 +62,8 @@ def test_train_speculator_on_own_conversations(
 ) -> None:
     """--data: conversations rendered with the model's own template (malformed lines skipped), the last ones
     held out; the speculator fits that model's hidden size."""
-    from switchyard_training.chat_data import chat_examples
-
     from switchyard.models.tokenizer import load_tokenizer
+    from switchyard_training.chat_data import chat_examples
 
     data = tmp_path / "chats.jsonl"
     write_conversations(data, 12)

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 import torch
+from tokenizers import Tokenizer
+
 from switchyard_training.data import TokenizedExample, tokenize_examples
 from switchyard_training.example import Category, Example
 from switchyard_training.model_card import reproduce_command
 from switchyard_training.pipeline import prepare_data
 from switchyard_training.train import build_parser
 from switchyard_training.vocab_drill import reply_counts, starved_pieces, vocabulary_drills
-from tokenizers import Tokenizer
-
 from tests.training.factory import tiny_recipe
 
 

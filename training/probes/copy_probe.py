@@ -27,6 +27,9 @@ import time
 from dataclasses import dataclass, replace
 
 import torch
+from tokenizers import Tokenizer
+
+from switchyard.models.cpu_bf16 import cpu_has_native_bf16
 from switchyard_training.chat_format import ENDOFTEXT, IM_END
 from switchyard_training.corpus import CorpusConfig, generate_corpus, heldout_config
 from switchyard_training.data import TokenizedExample, pack_examples, tokenize_examples
@@ -43,9 +46,6 @@ from switchyard_training.train_loop import (
     batch_rows,
     make_optimizer,
 )
-from tokenizers import Tokenizer
-
-from switchyard.models.cpu_bf16 import cpu_has_native_bf16
 
 
 def evaluate(

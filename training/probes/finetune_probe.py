@@ -24,6 +24,8 @@ from pathlib import Path
 
 import torch
 from safetensors.torch import load_file
+from tokenizers import Tokenizer
+
 from switchyard_training.chat_format import ENDOFTEXT, IM_END
 from switchyard_training.corpus import CorpusConfig, generate_corpus, heldout_config
 from switchyard_training.data import pack_examples, tokenize_examples
@@ -37,7 +39,6 @@ from switchyard_training.recipe import DefaultRecipe
 from switchyard_training.tasks.context import GroundedForms
 from switchyard_training.train import parse_grounded_forms, parse_mix
 from switchyard_training.train_loop import train_model
-from tokenizers import Tokenizer
 
 GRADED = {Category.JSON_EXTRACTION: 1.0, Category.GROUNDED: 1.0}
 

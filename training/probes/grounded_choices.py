@@ -33,13 +33,14 @@ from pathlib import Path
 
 import torch
 import transformers
+from tokenizers import Tokenizer
+
 from switchyard_training.chat_format import render_chat
 from switchyard_training.corpus import generate_corpus, heldout_config
 from switchyard_training.entities import HELDOUT_ENTITIES
 from switchyard_training.example import Category, CheckKind
 from switchyard_training.induction_init import SpaceVariants
 from switchyard_training.tasks.context import GroundedForms
-from tokenizers import Tokenizer
 
 PASSAGE_LINE = re.compile(r"^(.*) \[(\d+)\]\.$", re.MULTILINE)
 

@@ -20,6 +20,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from switchyard.agents.demo_world import ToolWorld
 from switchyard_training.corpus import heldout_config
 from switchyard_training.entities import HELDOUT_ENTITIES
 from switchyard_training.example import Example
@@ -32,8 +33,6 @@ from switchyard_training.tasks.grounded import (
     grounded_question,
     grounded_setup,
 )
-
-from switchyard.agents.demo_world import ToolWorld
 
 INSTRUCTION = PASSAGE_INSTRUCTIONS[0]
 LAYOUTS = {

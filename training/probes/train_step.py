@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+
+from switchyard.models.cpu_bf16 import cpu_has_native_bf16
 from switchyard_training.chat_format import ENDOFTEXT
 from switchyard_training.corpus import CorpusConfig, generate_corpus
 from switchyard_training.data import PackedRows, pack_examples, tokenize_examples
@@ -30,8 +32,6 @@ from switchyard_training.packed_attention import PACKED_SDPA
 from switchyard_training.recipe import DRAFT_SHAPE, MAIN_SHAPE, DefaultRecipe, TrainConfig
 from switchyard_training.tokenizer_training import corpus_texts, train_tokenizer
 from switchyard_training.train_loop import apply_update, assistant_loss, batch_rows, make_optimizer
-
-from switchyard.models.cpu_bf16 import cpu_has_native_bf16
 
 
 @dataclass

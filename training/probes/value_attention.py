@@ -19,10 +19,11 @@ from pathlib import Path
 
 import torch
 import transformers
+from tokenizers import Tokenizer
+
 from switchyard_training.chat_format import render_chat
 from switchyard_training.corpus import generate_corpus, heldout_config
 from switchyard_training.example import Category, Example
-from tokenizers import Tokenizer
 
 
 @dataclass(frozen=True)
