@@ -12,14 +12,13 @@ import pytest
 from harness import blocks_in_use
 
 from switchyard.config import EngineConfig
+from switchyard.drain_rate import DrainRate, estimate_retry_after
 from switchyard.engine.async_engine import (
     AsyncLLMEngine,
-    DrainRate,
     EngineDeadError,
     QueueFullError,
     RequestFailedError,
     RequestTimeoutError,
-    estimate_retry_after,
 )
 from switchyard.engine.engine import LLMEngine
 from switchyard.engine.sampling_params import SamplingParams
