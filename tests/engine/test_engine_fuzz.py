@@ -292,7 +292,7 @@ class Harness:
                 return False
             seqs = request.sequences
             if target == "awaiting":
-                return request_id in engine._awaiting_grammar
+                return request_id in engine.grammar_admission.waiting_ids
             if target == "prefill":
                 return any(s.status is SequenceStatus.RUNNING and s.in_prefill for s in seqs)
             if target == "preempted":
@@ -376,7 +376,7 @@ def check_engine_state(engine: LLMEngine) -> None:
                 assert not seq.block_table, "a finished sequence holds blocks"
             else:
                 in_queue = seq in scheduler.running or seq in list(scheduler.waiting)
-                awaiting = request.request_id in engine._awaiting_grammar
+                awaiting = request.request_id in engine.grammar_admission.waiting_ids
                 assert in_queue != awaiting, "an unfinished sequence is lost or queued twice"
     draft = engine.spec_decoder.draft if engine.spec_decoder is not None else None
     if draft is not None:
@@ -385,7 +385,7 @@ def check_engine_state(engine: LLMEngine) -> None:
 
 def check_idle(engine: LLMEngine) -> None:
     """Once every request has finished, nothing is left behind."""
-    assert not engine.requests and not engine._awaiting_grammar and not engine._pending
+    assert not engine.requests and not engine.grammar_admission.waiting_ids and not engine._pending
     assert not engine.scheduler.running and not len(engine.scheduler.waiting)
     manager = engine.block_manager
     assert manager.num_free_blocks == manager.num_blocks

@@ -615,7 +615,7 @@ def test_a_draft_sampled_under_the_grammar_proposes_only_what_it_allows(
             jsonschema.validate(json.loads(output.outputs[0].text), schema)
         assert llm.engine.spec_decoder is not None
         stats[masked] = llm.engine.spec_decoder.stats
-        grammar_stats = llm.engine._structured.stats  # type: ignore[union-attr]
+        grammar_stats = llm.engine.structured_outputs.stats
         # Verification applies the masks the draft filled for the same grammar states instead of refilling.
         assert (grammar_stats.reused_rows > 0) == masked
     assert stats[True].forbidden_drafts == 0 < stats[False].forbidden_drafts

@@ -60,7 +60,7 @@ class SpecDecodeConfig:
     """`ngram` (prompt lookup, no extra model), `draft` (a small model with the same tokenizer) or `speculator`
     (look-ahead heads on the target's hidden state, `models.speculator`)."""
     draft_model: str | None = None
-    """The draft model's or the speculator's folder (or bundled name) for methods `draft` and `speculator`."""
+    """The draft model's or the speculator's folder for methods `draft` and `speculator`."""
     num_speculative_tokens: int = 4
     ngram_max: int = 4
     """Longest suffix n-gram looked up in the sequence's history."""
@@ -276,19 +276,7 @@ class SpecDecoder:
     @staticmethod
     def _sampling_rows(seq: Sequence, drafts: list[int]) -> list[SamplingRow]:
         """One sampling row per verified position: its output so far is seq's output plus the drafts before it."""
-        request = seq.request
-        outputs = seq.output_token_ids
-        return [
-            SamplingRow(
-                params=request.params,
-                prompt_token_ids=request.prompt_token_ids,
-                output_token_ids=outputs + drafts[:i],
-                generator=seq.generator,
-                eos_token_ids=request.eos_token_ids,
-                bad_words_token_ids=request.bad_words_token_ids,
-            )
-            for i in range(len(drafts) + 1)
-        ]
+        return [SamplingRow.of_sequence(seq, drafts[:i]) for i in range(len(drafts) + 1)]
 
     def _accept_sampled(self, item: PendingVerification, probs: torch.Tensor) -> tuple[list[int], int]:
         """Speculative sampling's walk over one sequence's drafts; `probs` are its verified rows' p."""
