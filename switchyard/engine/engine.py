@@ -140,9 +140,9 @@ class LLMEngine:
         epoch = self._epoch
         outputs, self._pending = self._pending, []
         if (limit := self.config.max_queue_time) is not None:
-            message = f"the request waited more than {limit:g} s in the queue"
-            expired = self.scheduler.never_scheduled_since(now() - limit)
-            outputs += [self._fail(request, message, code="queue_timeout") for request in expired]
+            for request in self.scheduler.never_scheduled_since(now() - limit):
+                message = f"the request waited more than {limit:g} s in the queue"
+                outputs.append(self._fail(request, message, code="queue_timeout"))
         if self.grammar_admission.waiting_ids:
             outputs += self._admit_compiled()
         spec, grammars = self.speculation, self.grammar_admission.built

@@ -3,7 +3,7 @@
 Decode is memory-bound: a forward over k+1 positions of one sequence costs about as much as over one, so when
 a proposer guesses the continuation well, several tokens come out of one step.
 
-Flow inside `LLMEngine.step()` (see engine.py):
+Flow inside `LLMEngine.step()` (its speculative phases are `spec.step`):
 1. Before scheduling, each eligible decoding sequence gets up to k proposed tokens appended to its tokens
    (`SpecDecoder.propose`); the scheduler then schedules 1 + k new tokens for it like a prefill chunk, so
    continuous batching, the token budget and preemption need no special case. Drafts of a sequence that was
@@ -25,8 +25,8 @@ With a grammar (structured outputs), a proposal is cut at its first token the gr
 verified position's logits are masked by the grammar state after the drafts before it, so verification
 samples from the constrained distribution.
 
-Three proposers: n-gram prompt lookup (free, for copying), a draft model (`draft_proposer`: its own paged
-KV cache and forward passes) and a speculator (`speculator_proposer`: small look-ahead heads on the target's
+Three proposers: n-gram prompt lookup (`ngram`, free, for copying), a draft model (`draft`: its own paged
+KV cache and forward passes) and a speculator (`speculator`: small look-ahead heads on the target's
 own hidden state, which the engine hands over after each sampling or verification, `observe`). On a CPU with
 a small target a draft model's step costs most of a target step, and only the speculator pays (RESULTS.md).
 
