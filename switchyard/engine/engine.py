@@ -146,9 +146,9 @@ class LLMEngine:
         if self.grammar_admission.waiting_ids:
             outputs += self._admit_compiled()
         spec, grammars = self.speculation, self.grammar_admission.built
-        drafts = spec.propose(self.scheduler.running, self.block_manager, grammars) if spec else None
+        draft_round = spec.propose(self.scheduler.running, self.block_manager, grammars) if spec else None
         plan = self.scheduler.schedule()
-        verifying = spec.keep_scheduled(plan, drafts) if spec and drafts is not None else frozenset[int]()
+        verifying = spec.keep_scheduled(plan, draft_round) if spec and draft_round else frozenset[int]()
         self.current_step_requests = {seq.request.request_id for seq, _ in plan.scheduled}
         if plan.is_empty and self.grammar_admission.waiting_ids and not outputs:
             self.grammar_admission.wait(timeout=0.05)  # nothing to run but grammars compiling: do not spin
@@ -190,8 +190,8 @@ class LLMEngine:
         for request in touched:
             outputs.append(self._outputs.request_output(request))
             self._forget_if_done(request)
-        if spec is not None and drafts is not None:
-            spec.record(drafts, plan)
+        if spec is not None and draft_round is not None:
+            spec.record(draft_round, plan)
         return outputs
 
     def _sample(self, result: ForwardResult) -> list[Request]:

@@ -35,14 +35,14 @@ def test_drafts_not_scheduled_in_full_are_taken_back() -> None:
     for seq in (full, cut, unscheduled):
         step._proposals[seq.seq_id] = DraftProposal([9, 10, 11])
     plan = SchedulerOutput(scheduled=[(full, 4), (cut, 2)])
-    round = DraftRound(started=0.0, governed=None, speculate=True, drafted=[full, cut, unscheduled])
-    assert step.keep_scheduled(plan, round) == frozenset({full.seq_id}) == round.verifying
+    draft_round = DraftRound(started=0.0, governed=None, speculate=True, drafted=[full, cut, unscheduled])
+    assert step.keep_scheduled(plan, draft_round) == frozenset({full.seq_id}) == draft_round.verifying
     assert full.token_ids[-3:] == [9, 10, 11] and full.num_draft_tokens == 3
     for seq in (cut, unscheduled):
         assert seq.token_ids == [5, 6, 7, 8] and seq.num_draft_tokens == 0
     assert plan.scheduled == [(full, 4), (cut, 1)], "a cut sequence decodes one token instead"
     assert set(step._proposals) == {full.seq_id}
-    assert round.emitted_before is None, "no governor, no measurement"
+    assert draft_round.emitted_before is None, "no governor, no measurement"
 
 
 def test_take_drafts_returns_and_removes_them() -> None:

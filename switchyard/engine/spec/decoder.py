@@ -69,7 +69,7 @@ class SpecDecodeConfig:
     """Above this many running sequences, no speculation (it stops paying once the step is compute-bound)."""
     adaptive: bool = False
     """Draft and speculator methods: time speculative and plain decode steps while serving and speculate only
-    where it is faster (`spec_governor.SpeculationGovernor`). An n-gram step without a match costs what a plain
+    where it is faster (`governor.SpeculationGovernor`). An n-gram step without a match costs what a plain
     step does, and its matches come in bursts (copying), which short probes of each mode would misjudge:
     measured on the bundled tasks, governing n-gram lookup cut its 1.47x to 1.05x."""
     lookup_below: float = 0.6

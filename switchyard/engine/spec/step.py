@@ -96,12 +96,12 @@ class SpeculativeStep:
         drafted = self._draft(running, block_manager, structured) if speculate else []
         return DraftRound(started, governed, speculate, drafted)
 
-    def keep_scheduled(self, plan: SchedulerOutput, round: DraftRound) -> frozenset[int]:
+    def keep_scheduled(self, plan: SchedulerOutput, draft_round: DraftRound) -> frozenset[int]:
         """Drop the drafts of sequences not scheduled in full (preempted, paused, cut by the budget); returns
         the seq_ids whose drafts are verified."""
         scheduled = {seq.seq_id: index for index, (seq, _) in enumerate(plan.scheduled)}
         verifying = set()
-        for seq in round.drafted:
+        for seq in draft_round.drafted:
             index = scheduled.get(seq.seq_id)
             if index is not None and plan.scheduled[index][1] == seq.num_draft_tokens + 1:
                 verifying.add(seq.seq_id)
@@ -110,13 +110,15 @@ class SpeculativeStep:
             self._proposals.pop(seq.seq_id, None)
             if index is not None:
                 plan.scheduled[index] = (seq, 1)
-        round.verifying = frozenset(verifying)
+        draft_round.verifying = frozenset(verifying)
         # The governor compares pure-decode steps only: a prefill chunk in the step would count as its cost.
-        if round.governed is not None and all(
+        if draft_round.governed is not None and all(
             s.num_computed_tokens >= s.num_prompt_tokens for s, _ in plan.scheduled
         ):
-            round.emitted_before = sum(s.num_output_tokens - s.num_draft_tokens for s, _ in plan.scheduled)
-        return round.verifying
+            draft_round.emitted_before = sum(
+                s.num_output_tokens - s.num_draft_tokens for s, _ in plan.scheduled
+            )
+        return draft_round.verifying
 
     def verify(
         self,
@@ -180,12 +182,14 @@ class SpeculativeStep:
             if not seq.is_finished and seq.sample_index == 0 and seq.request.params.n == 1:
                 self.decoder.observe(seq, result.sampled_hidden[row])
 
-    def record(self, round: DraftRound, plan: SchedulerOutput) -> None:
+    def record(self, draft_round: DraftRound, plan: SchedulerOutput) -> None:
         """Tell the governor what this step's mode produced and how long it took (measured steps only)."""
-        if self.governor is None or round.governed is None or round.emitted_before is None:
+        if self.governor is None or draft_round.governed is None or draft_round.emitted_before is None:
             return
-        emitted = sum(seq.num_output_tokens for seq, _ in plan.scheduled) - round.emitted_before
-        self.governor.record(round.governed, round.speculate, emitted, now() - round.started)
+        emitted = sum(seq.num_output_tokens for seq, _ in plan.scheduled) - draft_round.emitted_before
+        self.governor.record(
+            draft_round.governed, draft_round.speculate, emitted, now() - draft_round.started
+        )
 
     def _draft(
         self,

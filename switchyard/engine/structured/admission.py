@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import KeysView, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future
 from concurrent.futures import wait as wait_futures
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from switchyard.engine.sequence import Request, SequenceStatus
 from switchyard.engine.structured.backend import CompiledGrammar, GrammarMatcher, create_backend
@@ -31,12 +31,10 @@ class GrammarAdmission:
         eos_token_ids: Sequence[int],
     ) -> None:
         """`backend`: the grammar library's name (`create_backend`)."""
-        self._backend_args: tuple[str, Any, int, Sequence[int]] = (
-            backend,
-            tokenizer,
-            vocab_size,
-            eos_token_ids,
-        )
+        self.backend = backend
+        self.tokenizer = tokenizer
+        self.vocab_size = vocab_size
+        self.eos_token_ids = eos_token_ids
         self.built: StructuredOutputManager | None = None
         """The manager once some request needed it (None: no grammar so far, no mask to apply)."""
         self._waiting: dict[str, tuple[Request, Future[CompiledGrammar]]] = {}
@@ -45,12 +43,12 @@ class GrammarAdmission:
     def manager(self) -> StructuredOutputManager:
         """The grammar backend and compiled-grammar cache; InvalidRequestError without a tokenizer."""
         if self.built is None:
-            name, tokenizer, vocab_size, eos_token_ids = self._backend_args
-            if tokenizer is None:
+            if self.tokenizer is None:
                 raise InvalidRequestError(
                     "structured outputs need a tokenizer; this engine has none", param="structured_outputs"
                 )
-            self.built = StructuredOutputManager(create_backend(name, tokenizer, vocab_size, eos_token_ids))
+            backend = create_backend(self.backend, self.tokenizer, self.vocab_size, self.eos_token_ids)
+            self.built = StructuredOutputManager(backend)
         return self.built
 
     @property
