@@ -40,14 +40,14 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from switchyard.engine.engine import resolve_model_path
+    from switchyard.models.registry import resolve_model
     from switchyard.server.cors import CorsPolicy
     from switchyard.server.launch import build_server
     from switchyard.server.state import ServerSettings
     from switchyard.server.tenants import TenantsConfig, load_tenants
     from switchyard.server.tls import TlsFiles
 
-    resolve_model_path(args.model)  # a missing or unbuilt model is a clear error before anything loads
+    resolve_model(args.model)  # a missing or unbuilt model is a clear error before anything loads
     if args.ssl_keyfile is not None and args.ssl_certfile is None:
         raise ValueError("--ssl-keyfile needs --ssl-certfile")
     if args.ssl_certfile is None and (args.ssl_ca_certs is not None or args.ssl_cert_reqs is not None):

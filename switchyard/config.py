@@ -15,7 +15,8 @@ KV_FULL_POLICIES = ("queue", "preempt", "reject")
 @dataclass(frozen=True)
 class EngineConfig:
     model: str = "switchyard-chat"
-    """A bundled model name or a Hugging Face model folder."""
+    """A Hugging Face model folder, or a bundled model name until `engine_args.resolve_model_folders` (called
+    by `LLM` and the CLI) turns it into its folder: the engine loads folders only."""
     tokenizer: str | None = None
     """Tokenizer folder when it differs from the model folder."""
     chat_template: str | None = None
@@ -58,7 +59,7 @@ class EngineConfig:
     (look-ahead heads on the model's hidden state)."""
     speculative_model: str | None = None
     """Draft model or speculator folder, or bundled name, for "draft" and "speculator" (default with the
-    bundled model: its draft, or its speculator)."""
+    bundled model: its draft, or its speculator); resolved to a folder with `model`."""
     num_speculative_tokens: int = 4
     spec_max_batch_size: int = 8
     """No speculation in steps with more running sequences than this (it stops paying)."""

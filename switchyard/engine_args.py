@@ -7,6 +7,7 @@ loads neither torch nor the engine, so `--help` stays fast and `bench`/`plan` ne
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -171,10 +172,26 @@ def speculative_settings(args: argparse.Namespace) -> dict[str, Any]:
     return settings
 
 
+def resolve_model_folders(config: EngineConfig) -> EngineConfig:
+    """`config` with its model and speculative model as folders, as the engine takes them: bundled names
+    resolved, and for speculation with the bundled main model, its bundled draft or speculator when none is
+    given. ModelLoadError (typed: not found, or bundled but not built) for a name that is neither."""
+    from switchyard.models.registry import default_speculative_model, resolve_model
+
+    model = str(resolve_model(config.model))
+    speculative = config.speculative_model
+    if config.speculative_method in ("draft", "speculator"):
+        speculative = speculative or default_speculative_model(config.model, config.speculative_method)
+        if speculative is not None:
+            speculative = str(resolve_model(speculative))
+    return dataclasses.replace(config, model=model, speculative_model=speculative)
+
+
 def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:
+    """The engine flags as an EngineConfig, its models resolved to folders (`resolve_model_folders`)."""
     from switchyard.config import EngineConfig
 
-    return EngineConfig(
+    config = EngineConfig(
         model=args.model,
         chat_template=args.chat_template,
         dtype=args.dtype,
@@ -197,3 +214,4 @@ def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:
         spec_adaptive=args.spec_adaptive,
         spec_lookup_below=args.spec_lookup_below,
     )
+    return resolve_model_folders(config)

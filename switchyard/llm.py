@@ -12,6 +12,7 @@ from switchyard.config import EngineConfig
 from switchyard.engine.engine import LLMEngine
 from switchyard.engine.sampling_params import SamplingParams
 from switchyard.engine.sequence import RequestOutput
+from switchyard.engine_args import resolve_model_folders
 from switchyard.errors import InvalidRequestError
 from switchyard.models.tokenizer import render_chat
 
@@ -24,12 +25,14 @@ class LLM:
     """Loads a model once and generates for batches of prompts with continuous batching.
 
     Engine settings are EngineConfig's fields as keyword arguments: LLM(model="switchyard-chat", dtype="bfloat16").
+    Bundled model names (the model's, the speculative model's) are resolved to their folders here.
     """
 
     def __init__(
         self, model: str = "switchyard-chat", *, config: EngineConfig | None = None, **engine_args: Any
     ):
-        self.engine = LLMEngine(config or EngineConfig(model=model, **engine_args))
+        config = config or EngineConfig(model=model, **engine_args)
+        self.engine = LLMEngine(resolve_model_folders(config))
         self._ids = itertools.count()
 
     @property

@@ -37,12 +37,17 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
 from switchyard.engine.row_argmax import row_argmax
 from switchyard.engine.sampling_params import SamplingParams
 from switchyard.errors import InvalidRequestError
+
+if TYPE_CHECKING:
+    from switchyard.engine.sequence import Sequence as EngineSequence
+    from switchyard.engine.structured.manager import StructuredOutputManager
 
 GREEDY_TEMPERATURE = 1e-5
 """Temperatures below this are sampled greedily."""
@@ -66,6 +71,22 @@ class SamplingRow:
     """Suppressed together with params.stop_token_ids while the output is shorter than min_tokens."""
     bad_words_token_ids: Sequence[tuple[int, ...]] = ()
     """params.bad_words as token sequences (the engine tokenizes them once, at admission)."""
+
+    @classmethod
+    def of_sequence(cls, seq: EngineSequence, drafts: Sequence[int] = ()) -> SamplingRow:
+        """The row of `seq`'s next token; with `drafts`, of the token after those speculative tokens (a
+        verification row counts them as output already)."""
+        request = seq.request
+        output = seq.output_token_ids
+        output.extend(drafts)  # a fresh slice: extending it leaves seq's tokens alone
+        return cls(
+            params=request.params,
+            prompt_token_ids=request.prompt_token_ids,
+            output_token_ids=output,
+            generator=seq.generator,
+            eos_token_ids=request.eos_token_ids,
+            bad_words_token_ids=request.bad_words_token_ids,
+        )
 
 
 def new_generator(seed: int, device: torch.device | str) -> torch.Generator:
@@ -283,6 +304,19 @@ class SamplerOutput:
     that asked for fewer than K should read only its first `logprobs` columns. None when no row asked."""
 
 
+TopLogprobs = tuple[list[list[float]], list[list[int]]]
+"""A step's top logprobs as lists: (values, token ids), one row per sampled sequence."""
+
+
+@dataclass
+class SampledTokens:
+    """A step's sampled tokens as Python values, row i for the i-th sequence (`Sampler.sample_sequences`)."""
+
+    token_ids: list[int]
+    logprobs: list[float]
+    top: TopLogprobs | None
+
+
 class Sampler:
     """Samples next tokens from raw logits; stateless apart from the generator for unseeded rows."""
 
@@ -309,6 +343,26 @@ class Sampler:
                 token_ids = torch.where(batch.greedy, greedy_ids, token_ids)
         logprobs, top_logprobs = _raw_logprobs(logits, token_ids, batch.num_top_logprobs)
         return SamplerOutput(token_ids=token_ids, logprobs=logprobs, top_logprobs=top_logprobs)
+
+    def sample_sequences(
+        self,
+        logits: torch.Tensor,
+        seqs: Sequence[EngineSequence],
+        logit_rows: list[int],
+        grammars: StructuredOutputManager | None = None,
+    ) -> SampledTokens:
+        """The next token of each sequence from its row of `logits` (`logit_rows[i]` for `seqs[i]`: forked
+        samples share their parent's row), under its request's parameters and its grammar's mask."""
+        if logit_rows != list(range(logits.shape[0])):
+            logits = logits[torch.tensor(logit_rows, device=logits.device)]
+        if grammars is not None and any(seq.grammar is not None for seq in seqs):
+            grammars.mask_logits(logits, [seq.grammar for seq in seqs])
+        rows = [SamplingRow.of_sequence(seq) for seq in seqs]
+        sampled = self(logits, SamplingBatch.build(rows, vocab_size=logits.shape[-1], device=logits.device))
+        top = None
+        if sampled.top_logprobs is not None:
+            top = (sampled.top_logprobs[0].tolist(), sampled.top_logprobs[1].tolist())
+        return SampledTokens(sampled.token_ids.tolist(), sampled.logprobs.tolist(), top)
 
     def probabilities(self, logits: torch.Tensor, batch: SamplingBatch) -> torch.Tensor:
         """The distribution `__call__` samples from, float32 [N, V]; greedy rows are one-hot at their argmax.

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 
 from switchyard.engine.block_manager import BlockManager
 from switchyard.engine.policy import FCFSPolicy, SchedulingPolicy
-from switchyard.engine.sequence import Sequence, SequenceStatus
+from switchyard.engine.sequence import Request, Sequence, SequenceStatus
+from switchyard.errors import CapacityError
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ class Scheduler:
         self.preemptions_by_priority: Counter[int] = Counter()
         self.kv_full_decisions: Counter[str] = Counter()
         """How often a request met a full KV cache: 'queued' (waited), 'preempted' (took a less urgent
-        sequence's place) or 'rejected' (counted by the engine at admission)."""
+        sequence's place) or 'rejected' (refused at admission: `reject_if_full`)."""
         self._queued_for_kv: set[int] = set()
         self._watermark_blocks = int(config.watermark * block_manager.num_blocks)
 
@@ -82,10 +83,29 @@ class Scheduler:
         seq.status = SequenceStatus.WAITING
         self.waiting.push(seq)
 
-    def add_running(self, seq: Sequence) -> None:
-        """A sequence forked from a running one joins the running set directly."""
-        seq.status = SequenceStatus.RUNNING
-        self.running.append(seq)
+    def add_fork(self, parent: Sequence, child: Sequence) -> None:
+        """A sequence forked from a running one shares its blocks and joins the running set directly."""
+        self.block_manager.fork(parent, child)
+        child.status = SequenceStatus.RUNNING
+        self.running.append(child)
+
+    def never_scheduled_since(self, arrived_before: float) -> list[Request]:
+        """Waiting requests that arrived before the cutoff and were never scheduled (queue timeouts)."""
+        expired = {
+            seq.request.request_id: seq.request
+            for seq in self.waiting
+            if seq.request.timing.first_scheduled is None and seq.request.timing.arrival < arrived_before
+        }
+        return list(expired.values())
+
+    def reject_if_full(self, num_prompt_tokens: int) -> None:
+        """CapacityError when a prompt would not find free blocks behind the prompts already waiting (the
+        'reject' KV-full policy, checked at admission)."""
+        manager = self.block_manager
+        queued = sum(manager.blocks_for_tokens(seq.num_tokens) for seq in self.waiting)
+        if manager.blocks_for_tokens(num_prompt_tokens) + queued > manager.num_free_blocks:
+            self.kv_full_decisions["rejected"] += 1
+            raise CapacityError("the KV cache is full; retry later")
 
     def remove(self, seq: Sequence) -> None:
         """Take a finished or aborted sequence out of the queues and free its blocks."""

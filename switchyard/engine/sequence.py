@@ -113,6 +113,15 @@ class Sequence:
         """True until the prompt (or the recomputed history) is fully in the cache."""
         return self.num_computed_tokens < len(self.token_ids) - 1
 
+    def take_drafts(self) -> list[int]:
+        """Remove this step's unverified speculative tokens from the end of token_ids and return them."""
+        if not self.num_draft_tokens:
+            return []
+        drafts = self.token_ids[-self.num_draft_tokens :]
+        del self.token_ids[-self.num_draft_tokens :]
+        self.num_draft_tokens = 0
+        return drafts
+
 
 @dataclass(eq=False)
 class Request:

@@ -36,6 +36,14 @@ class BundledModelNotBuiltError(ModelLoadError):
     """A bundled model is named but its weights have not been trained into the package folder yet."""
 
 
+def default_speculative_model(model: str, method: str) -> str | None:
+    """The bundled draft model (method "draft") or speculator (method "speculator") for the bundled main model;
+    None for other models, which need --speculative-model."""
+    if model != MAIN_MODEL:
+        return None
+    return SPECULATOR_MODEL if method == "speculator" else DRAFT_MODEL
+
+
 def is_built(folder: Path) -> bool:
     """A model folder counts as built once it has its config and weights."""
     return (folder / "config.json").is_file() and any(folder.glob("*.safetensors"))
@@ -74,6 +82,7 @@ __all__ = [
     "SPECULATOR_MODEL",
     "BundledModelNotBuiltError",
     "ModelNotFoundError",
+    "default_speculative_model",
     "is_built",
     "resolve_model",
 ]

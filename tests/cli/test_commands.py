@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from switchyard.cli import main
+from switchyard.models.registry import BUNDLED_MODELS, DRAFT_MODEL
 
 
 def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
@@ -50,7 +51,10 @@ def test_speculative_config_takes_vllms_json_form() -> None:
     )
     assert (given.speculative_method, given.num_speculative_tokens, given.spec_ngram_max) == ("ngram", 3, 5)
     drafted = config("--speculative-config", '{"model": "switchyard-chat-draft"}')
-    assert (drafted.speculative_method, drafted.speculative_model) == ("draft", "switchyard-chat-draft")
+    assert (drafted.speculative_method, drafted.speculative_model) == (
+        "draft",
+        str(BUNDLED_MODELS[DRAFT_MODEL]),
+    )
     flags = config("--speculative-method", "speculator", "--num-speculative-tokens", "2")
     assert (flags.speculative_method, flags.num_speculative_tokens) == ("speculator", 2)
 

@@ -87,7 +87,8 @@ def _governed_llm(model_dir: Path, speculation_faster: bool | None) -> LLM:
         for batch_size in range(1, 65):
             governor.record(batch_size, True, tokens=3 if speculation_faster else 1, seconds=0.01)
             governor.record(batch_size, False, tokens=2, seconds=0.01)
-        llm.engine.spec_governor = governor
+        assert llm.engine.speculation is not None
+        llm.engine.speculation.governor = governor
     return llm
 
 
@@ -107,10 +108,11 @@ def test_engine_times_both_modes(tiny_model_dir: Path) -> None:
     """Left to itself, the engine tries speculation in the first decode step and plain decoding in the next,
     and reports both to the governor."""
     llm = _governed_llm(tiny_model_dir, speculation_faster=None)
-    assert llm.engine.spec_governor is not None
+    governor = llm.engine.speculation.governor if llm.engine.speculation is not None else None
+    assert governor is not None
     llm.generate([[7, 8, 9, 10, 11] * 8], SamplingParams(temperature=0, max_tokens=8, ignore_eos=True))
-    assert llm.engine.spec_governor.pace(1, True) is not None
-    assert llm.engine.spec_governor.pace(1, False) is not None
+    assert governor.pace(1, True) is not None
+    assert governor.pace(1, False) is not None
 
 
 def test_adaptive_ngram_is_refused(tiny_model_dir: Path) -> None:

@@ -11,7 +11,7 @@ from model_factory import build_hf_model
 from torch import nn
 
 from switchyard.config import EngineConfig
-from switchyard.engine import engine as engine_module
+from switchyard.engine import builder as builder_module
 from switchyard.engine.engine import LLMEngine
 from switchyard.engine.sampling_params import SamplingParams
 from switchyard.models import cpu_bf16, packed_linear
@@ -86,9 +86,9 @@ def test_a_bf16_checkpoint_runs_in_float32_without_native_bf16(
 def test_an_explicit_bf16_is_kept_with_a_warning_without_native_bf16(
     tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(engine_module, "cpu_has_native_bf16", lambda: False)
+    monkeypatch.setattr(builder_module, "cpu_has_native_bf16", lambda: False)
     monkeypatch.setattr(packed_linear, "cpu_has_native_bf16", lambda: False)
-    with caplog.at_level(logging.WARNING, logger=engine_module.__name__):
+    with caplog.at_level(logging.WARNING, logger=builder_module.__name__):
         engine = LLMEngine(EngineConfig(model=str(tiny_model_dir), dtype="bfloat16", kv_cache_memory=4 << 20))
     assert engine.dtype == torch.bfloat16
     assert not any(isinstance(m, PackedLinear) for m in engine.model.modules())

@@ -3,7 +3,7 @@
 Decode is memory-bound: a forward over k+1 positions of one sequence costs about as much as over one, so when
 a proposer guesses the continuation well, several tokens come out of one step.
 
-Flow inside `LLMEngine.step()` (see engine.py):
+Flow inside `LLMEngine.step()` (its speculative phases are `spec.step`):
 1. Before scheduling, each eligible decoding sequence gets up to k proposed tokens appended to its tokens
    (`SpecDecoder.propose`); the scheduler then schedules 1 + k new tokens for it like a prefill chunk, so
    continuous batching, the token budget and preemption need no special case. Drafts of a sequence that was
@@ -25,8 +25,8 @@ With a grammar (structured outputs), a proposal is cut at its first token the gr
 verified position's logits are masked by the grammar state after the drafts before it, so verification
 samples from the constrained distribution.
 
-Three proposers: n-gram prompt lookup (free, for copying), a draft model (`draft_proposer`: its own paged
-KV cache and forward passes) and a speculator (`speculator_proposer`: small look-ahead heads on the target's
+Three proposers: n-gram prompt lookup (`ngram`, free, for copying), a draft model (`draft`: its own paged
+KV cache and forward passes) and a speculator (`speculator`: small look-ahead heads on the target's
 own hidden state, which the engine hands over after each sampling or verification, `observe`). On a CPU with
 a small target a draft model's step costs most of a target step, and only the speculator pays (RESULTS.md).
 
@@ -60,7 +60,7 @@ class SpecDecodeConfig:
     """`ngram` (prompt lookup, no extra model), `draft` (a small model with the same tokenizer) or `speculator`
     (look-ahead heads on the target's hidden state, `models.speculator`)."""
     draft_model: str | None = None
-    """The draft model's or the speculator's folder (or bundled name) for methods `draft` and `speculator`."""
+    """The draft model's or the speculator's folder for methods `draft` and `speculator`."""
     num_speculative_tokens: int = 4
     ngram_max: int = 4
     """Longest suffix n-gram looked up in the sequence's history."""
@@ -69,7 +69,7 @@ class SpecDecodeConfig:
     """Above this many running sequences, no speculation (it stops paying once the step is compute-bound)."""
     adaptive: bool = False
     """Draft and speculator methods: time speculative and plain decode steps while serving and speculate only
-    where it is faster (`spec_governor.SpeculationGovernor`). An n-gram step without a match costs what a plain
+    where it is faster (`governor.SpeculationGovernor`). An n-gram step without a match costs what a plain
     step does, and its matches come in bursts (copying), which short probes of each mode would misjudge:
     measured on the bundled tasks, governing n-gram lookup cut its 1.47x to 1.05x."""
     lookup_below: float = 0.6
@@ -276,19 +276,7 @@ class SpecDecoder:
     @staticmethod
     def _sampling_rows(seq: Sequence, drafts: list[int]) -> list[SamplingRow]:
         """One sampling row per verified position: its output so far is seq's output plus the drafts before it."""
-        request = seq.request
-        outputs = seq.output_token_ids
-        return [
-            SamplingRow(
-                params=request.params,
-                prompt_token_ids=request.prompt_token_ids,
-                output_token_ids=outputs + drafts[:i],
-                generator=seq.generator,
-                eos_token_ids=request.eos_token_ids,
-                bad_words_token_ids=request.bad_words_token_ids,
-            )
-            for i in range(len(drafts) + 1)
-        ]
+        return [SamplingRow.of_sequence(seq, drafts[:i]) for i in range(len(drafts) + 1)]
 
     def _accept_sampled(self, item: PendingVerification, probs: torch.Tensor) -> tuple[list[int], int]:
         """Speculative sampling's walk over one sequence's drafts; `probs` are its verified rows' p."""
