@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 
 from switchyard.drain_rate import DrainRate, estimate_retry_after
 from switchyard.engine.engine import EngineStats, LLMEngine
+from switchyard.engine.kv_event_log import KVEventBatch
 from switchyard.engine.sampling_params import SamplingParams
 from switchyard.engine.sequence import FinishReason, RequestOutput, now
 from switchyard.engine.structured.params import StructuredOutputsParams
@@ -402,6 +403,16 @@ class AsyncLLMEngine:
         with contextlib.suppress(RuntimeError):
             self._executor.submit(self._abort_all_on_thread)
 
+    async def kv_events(
+        self, after: int, epoch: str | None = None, max_events: int = 4096
+    ) -> KVEventBatch | None:
+        """The prefix cache's block events after sequence number `after` (engine/kv_event_log.py), read on the
+        engine thread so they are consistent with the steps around them; None when prefix caching is off.
+
+        A hung step's recovery builds a new cache with a new log, whose epoch differs: a reader still on the
+        old epoch gets a snapshot."""
+        return await self.run_in_engine_thread(self._kv_events_on_thread, after, epoch, max_events)
+
     async def wait_until_idle(self, timeout: float, poll: float = 0.05) -> bool:
         """Wait until no request is in flight; False if `timeout` seconds pass first."""
         loop = asyncio.get_running_loop()
@@ -430,6 +441,12 @@ class AsyncLLMEngine:
             request_id, prompt, params, arrival_time=arrival, priority=priority, tenant=tenant
         )
         return self.engine.requests[request_id].prompt_token_ids
+
+    def _kv_events_on_thread(self, after: int, epoch: str | None, max_events: int) -> KVEventBatch | None:
+        cache = self.engine.block_manager.prefix_cache
+        if cache is None:
+            return None
+        return cache.events.read(after, epoch, cache.cached_block_hashes, max_events)
 
     def _step_on_thread(self) -> StepReport:
         outputs = self.engine.step()

@@ -6,6 +6,10 @@ its tokens are computed, and is never written again. When no sequence references
 the tree; only when free blocks run out is the least recently released unreferenced leaf evicted. The
 reference counts themselves live in the BlockManager, which tells the cache when a block gains or loses its
 last reference.
+
+Each node also carries the chained hash of its prefix (switchyard/prefix_hash.py), and the cache logs every
+block it stores and evicts by that hash (kv_event_log.py), so a router in another process can mirror which
+prefixes this engine holds.
 """
 
 from __future__ import annotations
@@ -13,17 +17,22 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
+from switchyard.engine.kv_event_log import KVEventKind, KVEventLog
+from switchyard.prefix_hash import block_hash
+
 
 @dataclass(eq=False)
 class PrefixNode:
     block: int
     tokens: tuple[int, ...]
     parent: PrefixNode | None
+    hash: int | None = None
+    """The chained hash of the whole prefix up to and including this block (None for the root)."""
     children: dict[tuple[int, ...], PrefixNode] = field(default_factory=dict)
 
 
 class PrefixCache:
-    def __init__(self, block_size: int, ref_counts: list[int]) -> None:
+    def __init__(self, block_size: int, ref_counts: list[int], event_capacity: int = 16384) -> None:
         self.block_size = block_size
         self._ref_counts = ref_counts
         """The BlockManager's reference counts, read here, never written."""
@@ -35,6 +44,8 @@ class PrefixCache:
         """Cached blocks no sequence references: all of them can be reclaimed, leaves first."""
         self.num_queried_tokens = 0
         self.num_hit_tokens = 0
+        self.events = KVEventLog(block_size, event_capacity)
+        """Blocks stored and evicted, by hash, for routers outside the process (GET /v1/kv_events)."""
 
     def __contains__(self, block: int) -> bool:
         return block in self._by_block
@@ -46,6 +57,10 @@ class PrefixCache:
     @property
     def hit_rate(self) -> float:
         return self.num_hit_tokens / self.num_queried_tokens if self.num_queried_tokens else 0.0
+
+    def cached_block_hashes(self) -> list[int]:
+        """The hash of every cached block (a snapshot for a router that lost track of the events)."""
+        return [node.hash for node in self._by_block.values() if node.hash is not None]
 
     def match(self, token_ids: list[int], max_blocks: int) -> list[PrefixNode]:
         """The longest chain of cached full blocks that prefixes token_ids, at most max_blocks long."""
@@ -71,9 +86,11 @@ class PrefixCache:
         existing = parent.children.get(tokens)
         if existing is not None:
             return existing
-        node = PrefixNode(block=block, tokens=tokens, parent=parent)
+        hashed = block_hash(parent.hash, tokens)
+        node = PrefixNode(block=block, tokens=tokens, parent=parent, hash=hashed)
         parent.children[tokens] = node
         self._by_block[block] = node
+        self.events.record(KVEventKind.STORED, hashed)
         self._evictable.pop(parent.block, None)  # the parent is no longer a leaf
         return node
 
@@ -99,10 +116,11 @@ class PrefixCache:
             raise RuntimeError("no evictable cached block")
         block, node = self._evictable.popitem(last=False)
         parent = node.parent
-        assert parent is not None
+        assert parent is not None and node.hash is not None
         del parent.children[node.tokens]
         del self._by_block[block]
         self.num_unreferenced -= 1
+        self.events.record(KVEventKind.EVICTED, node.hash)
         if parent is not self.root and not parent.children and self._ref_counts[parent.block] == 0:
             # The parent was released no later than this child: it goes first among the evictable.
             self._evictable[parent.block] = parent

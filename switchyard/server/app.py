@@ -13,7 +13,7 @@ import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import APIRouter, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
@@ -31,6 +31,7 @@ from switchyard.server.completions import create_completion
 from switchyard.server.completions_protocol import CompletionRequest
 from switchyard.server.cors import add_cors
 from switchyard.server.errors import AuthenticationError, ModelNotFoundError, describe
+from switchyard.server.kv_events import read_kv_events
 from switchyard.server.metrics import CONTENT_TYPE, ServerMetrics
 from switchyard.server.protocol import ModelCard, ModelList
 from switchyard.server.responses import create_response
@@ -143,6 +144,12 @@ def _operations_routes(state: ServerState) -> APIRouter:
     @router.post("/detokenize", response_model=None)
     async def detokenize_route(body: DetokenizeRequest) -> Response:
         return _json(await detokenize(body, state))
+
+    @router.get("/v1/kv_events", response_model=None)
+    async def kv_events(after: int = Query(-1, ge=-1), epoch: str | None = None) -> Response:
+        """The prefix cache's stored/evicted block hashes after sequence number `after`, for KV-aware routers
+        (`-1`: a snapshot of the whole cache). Under /v1, so it needs the API key when one is set."""
+        return _json(await read_kv_events(state.engine, after, epoch))
 
     @router.get("/version", response_model=None)
     async def version() -> Response:

@@ -8,11 +8,14 @@ replica (its own in-flight counts, the last scraped load, and what it learnt fro
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from switchyard.fleet.replica import Replica
+
+if TYPE_CHECKING:
+    import httpx
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,8 @@ class RoutingPolicy(ABC):
     name: ClassVar[str]
     needs_tokens: ClassVar[bool] = False
     """True when `choose` needs `RouteRequest.token_ids` (the gateway then tokenizes the prompt)."""
+    config_type: ClassVar[type[Any] | None] = None
+    """The policy's options as a dataclass (its constructor's one argument), or None when it has none."""
 
     @abstractmethod
     def choose(self, request: RouteRequest, candidates: Sequence[Replica]) -> RouteDecision:
@@ -52,3 +57,14 @@ class RoutingPolicy(ABC):
 
     def on_replica_removed(self, replica: Replica) -> None:  # noqa: B027
         """The replica left the pool for good (or restarted with an empty cache): forget what was learnt."""
+
+    async def start(  # noqa: B027
+        self, replicas: Callable[[], Sequence[Replica]], http: httpx.AsyncClient
+    ) -> None:
+        """Begin background work, if the policy has any (kv_aware polls the replicas' KV events).
+
+        `replicas` returns the pool's replicas as they are now (called again on every round, since replicas
+        come and go); `http` is the gateway's client, which the policy must not close."""
+
+    async def stop(self) -> None:  # noqa: B027
+        """End what `start` began; the gateway calls it once, at shutdown."""
