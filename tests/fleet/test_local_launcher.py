@@ -104,6 +104,9 @@ def test_replicas_serve_come_back_after_a_crash_and_stop_without_leftovers(
             assert [replica.name for replica in replicas] == ["tiny-0", "tiny-1"]
             assert len({replica.url for replica in replicas}) == 2
             assert all(replica.health is ReplicaHealth.STARTING for replica in replicas)
+            for replica in replicas:
+                environment = psutil.Process(launcher.process_id(replica)).environ()
+                assert environment["OMP_NUM_THREADS"] == environment["MKL_NUM_THREADS"] == "1"
             await asyncio.gather(*(wait_until_serving(replica) for replica in replicas))
             assert await asyncio.gather(*(complete(replica) for replica in replicas)) == ["tiny", "tiny"]
 

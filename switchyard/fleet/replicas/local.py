@@ -32,6 +32,7 @@ from switchyard.fleet.replicas.supervision import (
     RestartPolicy,
     RunOutcome,
     exit_cause,
+    notify_restart,
     watch_run,
 )
 
@@ -113,7 +114,15 @@ class LocalLauncher(ReplicaLauncher):
             self.threads_per_replica,
             log_dir,
         )
-        launched = [(server, await self._launch(server)) for server in self._servers]
+        launched: list[tuple[LocalServer, asyncio.subprocess.Process]] = []
+        try:
+            for server in self._servers:
+                launched.append((server, await self._launch(server)))
+        except BaseException:
+            for _, process in launched:  # no supervisor would ever stop them
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+            raise
         self._supervisors = [
             asyncio.create_task(self._supervise(server, process), name=f"supervise {server.replica.name}")
             for server, process in launched
@@ -187,7 +196,7 @@ class LocalLauncher(ReplicaLauncher):
                 self._give_up(server, outcome)
                 return
             logger.warning(
-                "replica %s %s after %.0f s; restarting it in %.0f s",
+                "replica %s %s after %.0f s; restarting it in %.1f s",
                 server.replica.name,
                 outcome.cause,
                 outcome.uptime,
@@ -200,7 +209,7 @@ class LocalLauncher(ReplicaLauncher):
                 outcome = RunOutcome(f"could not be launched ({error})", 0.0, became_healthy=False)
                 continue
             self._restarts += 1
-            self._notify_restart(server.replica)
+            notify_restart(self.on_restart, server.replica)
             outcome = await self._watch(server.replica, process)
 
     async def _watch(self, replica: Replica, process: asyncio.subprocess.Process) -> RunOutcome:
@@ -208,14 +217,6 @@ class LocalLauncher(ReplicaLauncher):
             return exit_cause(await process.wait())
 
         return await watch_run(replica, exited(), self.restart_policy)
-
-    def _notify_restart(self, replica: Replica) -> None:
-        if self.on_restart is None:
-            return
-        try:
-            self.on_restart(replica)
-        except Exception:  # a listener's bug must not stop the supervision of every later crash
-            logger.exception("the restart listener failed for replica %s", replica.name)
 
     def _give_up(self, server: LocalServer, outcome: RunOutcome) -> None:
         logger.error(

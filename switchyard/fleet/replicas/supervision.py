@@ -10,12 +10,16 @@ why, rather than relaunching it forever.
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 import time
 from collections.abc import Awaitable
 from dataclasses import dataclass
 
 from switchyard.fleet.replica import Replica, ReplicaHealth
+from switchyard.fleet.replicas.base import RestartListener
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -95,3 +99,14 @@ def exit_cause(returncode: int) -> str:
         except ValueError:
             return f"was killed by signal {-returncode}"
     return f"exited with code {returncode}"
+
+
+def notify_restart(listener: RestartListener | None, replica: Replica) -> None:
+    """Tell the pool a replica is back (with an empty cache); a listener's bug is logged, not raised, so it
+    cannot end the supervision of every later crash."""
+    if listener is None:
+        return
+    try:
+        listener(replica)
+    except Exception:
+        logger.exception("the restart listener failed for replica %s", replica.name)
