@@ -243,8 +243,11 @@ def _pool_from_mapping(name: str, table: Any) -> PoolConfig:
         launch_only = sorted(set(table) & (_POOL_KEYS - _POOL_DEFAULT_KEYS - {"workers"}))
         if launch_only:
             raise FleetConfigError(f"[pools.{name}] gives {', '.join(launch_only)} but no `replicas` count")
+    workers = table.get("workers", [])
+    if not isinstance(workers, list):
+        raise FleetConfigError(f"[pools.{name}] workers must be a list of URLs")
     settings = {key: table[key] for key in _POOL_DEFAULT_KEYS if key in table}
-    return PoolConfig(model=name, workers=tuple(table.get("workers", ())), launch=launch, **settings)
+    return PoolConfig(model=name, workers=tuple(workers), launch=launch, **settings)
 
 
 def _reject_unknown(table: Mapping[str, Any], allowed: set[str], where: str) -> None:

@@ -12,7 +12,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Collection
 
-from switchyard.drain_rate import RETRY_AFTER_MAX
+from switchyard.drain_rate import RETRY_AFTER_MAX, RETRY_AFTER_UNKNOWN
 from switchyard.fleet.admission import AdmissionQueue
 from switchyard.fleet.breaker import CircuitBreaker
 from switchyard.fleet.config import BreakerConfig, PoolConfig
@@ -77,15 +77,17 @@ class Pool:
         return NoHealthyReplicaError(self.name, self.retry_after_unavailable(), detail)
 
     def retry_after_unavailable(self) -> float:
-        """Seconds until a replica may be routable again: the nearest probe of an ejected one, or the next
-        health check of a starting one; at least 1 s."""
+        """Seconds until a replica may be routable again: the next health check of a starting one, or the
+        nearest probe of an ejected one (then a check interval to be seen); within [1, 60]."""
         now = self._clock()
-        waits = [self._health_interval]
-        waits += [
-            self._breakers[replica].seconds_to_probe(now) + self._health_interval
-            for replica in self.replicas
-            if replica.health is ReplicaHealth.EJECTED
-        ]
+        waits = []
+        for replica in self.replicas:
+            if replica.health is ReplicaHealth.STARTING:
+                waits.append(self._health_interval)
+            elif replica.health is ReplicaHealth.EJECTED:
+                waits.append(self._breakers[replica].seconds_to_probe(now) + self._health_interval)
+        if not waits:  # dead or draining: the launcher's restart takes as long as a replica takes to load
+            return RETRY_AFTER_UNKNOWN
         return min(RETRY_AFTER_MAX, max(1.0, min(waits)))
 
     def begin(self, replica: Replica) -> None:
