@@ -276,6 +276,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # not a line per health check and proxied request
     try:
         return cmd_serve(args, serve_args)
     except (FleetConfigError, MissingExtraError) as exc:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import httpx
 import openai
 import pytest
 from conftest import Replicas
 from fleet_harness import RunningGateway, gateway_config, metric, start_gateway, wait_for
+
+from switchyard.fleet.policies import RouteDecision, RouteRequest, RoutingPolicy, make_policy
+from switchyard.fleet.replica import Replica
 
 CHAT = [{"role": "user", "content": "Say something."}]
 
@@ -185,3 +188,62 @@ def test_api_key_is_checked_at_the_gateway(replicas: Replicas) -> None:
             secured.client(api_key="wrong").completions.create(model="tiny", prompt="hi", max_tokens=2)
     finally:
         secured.stop()
+
+
+def test_a_client_leaving_mid_stream_frees_the_slot_and_aborts_at_the_replica(
+    gateway: RunningGateway, replicas: Replicas
+) -> None:
+    pool = gateway.runtime.pools["tiny"]
+
+    def aborted_at_replicas() -> float:
+        return sum(
+            metric(
+                httpx.get(f"{url}/metrics", timeout=30).text,
+                "switchyard:request_success_total",
+                finished_reason="abort",
+            )
+            for url in (replicas.a.url, replicas.b.url)
+        )
+
+    aborted_before = aborted_at_replicas()
+    body = {"model": "tiny", "prompt": "abc", "max_tokens": 230, "stream": True, "ignore_eos": True}
+    with gateway.http() as http, http.stream("POST", "/v1/completions", json=body) as response:
+        next(line for line in response.iter_lines() if line.startswith("data:"))
+    wait_for(lambda: sum(replica.in_flight for replica in pool.replicas) == 0, what="the slot returned")
+    wait_for(lambda: aborted_at_replicas() == aborted_before + 1, what="the replica to abort the request")
+    assert metric(gateway.metrics(), "switchyard:fleet_requests_total", pool="tiny", status="499") >= 1
+
+
+class TokenRecorder(RoutingPolicy):
+    """Keys on token ids, as prefix-cache-aware policies do: the gateway must count the prompt for it."""
+
+    name = "token_recorder"
+    needs_tokens = True
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[int, ...] | None] = []
+
+    def choose(self, request: RouteRequest, candidates: Sequence[Replica]) -> RouteDecision:
+        self.seen.append(request.token_ids)
+        return RouteDecision(candidates[0], "recorded", predicted_cached_tokens=3)
+
+
+def test_a_policy_that_needs_tokens_gets_the_prompt_as_the_replica_counts_it(
+    gateway: RunningGateway, replicas: Replicas
+) -> None:
+    pool = gateway.runtime.pools["tiny-qwen"]
+    recorder = TokenRecorder()
+    pool.policy = recorder
+    try:
+        client = gateway.client()
+        client.chat.completions.create(model="tiny-qwen", messages=CHAT, max_tokens=2)
+        client.completions.create(model="tiny-qwen", prompt=[5, 6, 7], max_tokens=2)
+    finally:
+        pool.policy = make_policy("round_robin")
+    expected = httpx.post(
+        f"{replicas.qwen.url}/tokenize", json={"model": "tiny-qwen", "messages": CHAT}, timeout=30
+    ).json()["tokens"]
+    assert recorder.seen == [tuple(expected), (5, 6, 7)]
+    text = gateway.metrics()
+    assert metric(text, "switchyard:fleet_requests_total", pool="tiny-qwen", decision="recorded") == 2
+    assert metric(text, "switchyard:fleet_predicted_cached_tokens_total", pool="tiny-qwen") == 6
