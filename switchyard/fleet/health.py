@@ -1,8 +1,10 @@
 """Active health checks: every `interval`, GET /health of each replica, and /metrics of the healthy ones.
 
 A starting or ejected replica (the latter once its breaker's backoff has passed) becomes routable when /health
-answers 200. A routable one that answers anything else, or nothing, is ejected at once: unlike a failed
-request, which may be the request's fault, a failed health check is the replica saying it cannot serve.
+answers 200. A routable one that answers anything else, or refuses the connection, is ejected at once: unlike
+a failed request, which may be the request's fault, that is the replica saying it cannot serve. A check that
+times out counts as one failure towards the breaker instead, as a timed-out request does: a replica busy enough
+to answer slowly should not be taken out, and its load moved onto the others, on one slow answer.
 Replicas a launcher marked dead are left to the launcher. Each replica is checked by its own task, so one that
 hangs until the timeout delays no other.
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -22,6 +25,13 @@ from switchyard.fleet.replica import Replica, ReplicaHealth
 from switchyard.fleet.replica_load import parse_replica_load
 
 logger = logging.getLogger(__name__)
+
+
+class _Probe(enum.Enum):
+    OK = "ok"
+    FAILED = "failed"
+    """Not 200, or the connection refused or reset."""
+    TIMED_OUT = "timed_out"
 
 
 class HealthChecker:
@@ -71,28 +81,32 @@ class HealthChecker:
             return
         if health is ReplicaHealth.EJECTED and not pool.breaker(replica).probe_due(self._clock()):
             return
-        answered = await self._probe(replica)
+        result = await self._probe(replica)
         if replica.health is not health:  # a launcher or the proxy changed it meanwhile; theirs is newer
             return
-        if answered:
+        if result is _Probe.OK:
             if health is not ReplicaHealth.HEALTHY:
                 logger.info("replica %s (%s) is healthy", replica.name, replica.url)
                 pool.restore(replica)
             await self._scrape(replica)
+        elif health is ReplicaHealth.HEALTHY and result is _Probe.TIMED_OUT:
+            pool.record_failure(replica)
         elif health is ReplicaHealth.HEALTHY:
             logger.warning("replica %s (%s) failed its health check; ejected", replica.name, replica.url)
             pool.fail_check(replica)
         elif health is ReplicaHealth.EJECTED:
             pool.fail_check(replica)  # still down: the next probe waits longer
 
-    async def _probe(self, replica: Replica) -> bool:
+    async def _probe(self, replica: Replica) -> _Probe:
         try:
             response = await self._client.get(
                 f"{replica.url}/health", headers=self._headers, timeout=self._timeout
             )
+        except httpx.TimeoutException:
+            return _Probe.TIMED_OUT
         except httpx.HTTPError:
-            return False
-        return response.status_code == 200
+            return _Probe.FAILED
+        return _Probe.OK if response.status_code == 200 else _Probe.FAILED
 
     async def _scrape(self, replica: Replica) -> None:
         """Read the replica's load; a server without /metrics simply keeps the load it had."""
