@@ -29,8 +29,10 @@ logger = logging.getLogger(__name__)
 
 class _Probe(enum.Enum):
     OK = "ok"
-    FAILED = "failed"
-    """Not 200, or the connection refused or reset."""
+    REFUSED = "refused"
+    """An answer other than 200: the replica is there and says it cannot serve (starting, draining)."""
+    UNREACHABLE = "unreachable"
+    """The connection was refused or reset."""
     TIMED_OUT = "timed_out"
 
 
@@ -77,7 +79,10 @@ class HealthChecker:
 
     async def check(self, pool: Pool, replica: Replica) -> None:
         health = replica.health
-        if health in (ReplicaHealth.DEAD, ReplicaHealth.DRAINING):
+        if health is ReplicaHealth.DEAD:
+            pool.mark_lost(replica)
+            return
+        if health is ReplicaHealth.DRAINING:
             return
         if health is ReplicaHealth.EJECTED and not pool.breaker(replica).probe_due(self._clock()):
             return
@@ -89,13 +94,20 @@ class HealthChecker:
                 logger.info("replica %s (%s) is healthy", replica.name, replica.url)
                 pool.restore(replica)
             await self._scrape(replica)
-        elif health is ReplicaHealth.HEALTHY and result is _Probe.TIMED_OUT:
+            return
+        if health is ReplicaHealth.STARTING:
+            return
+        if health is ReplicaHealth.HEALTHY and result is _Probe.TIMED_OUT:
             pool.record_failure(replica)
         elif health is ReplicaHealth.HEALTHY:
             logger.warning("replica %s (%s) failed its health check; ejected", replica.name, replica.url)
             pool.fail_check(replica)
-        elif health is ReplicaHealth.EJECTED:
+        else:
             pool.fail_check(replica)  # still down: the next probe waits longer
+        if result is not _Probe.REFUSED and replica.health is ReplicaHealth.EJECTED:
+            # Out, and not saying so itself (no answer at all): its open streams would hang until the read
+            # timeout. A replica that answers 503 (draining) is left to finish what it streams.
+            pool.mark_lost(replica)
 
     async def _probe(self, replica: Replica) -> _Probe:
         try:
@@ -105,8 +117,8 @@ class HealthChecker:
         except httpx.TimeoutException:
             return _Probe.TIMED_OUT
         except httpx.HTTPError:
-            return _Probe.FAILED
-        return _Probe.OK if response.status_code == 200 else _Probe.FAILED
+            return _Probe.UNREACHABLE
+        return _Probe.OK if response.status_code == 200 else _Probe.REFUSED
 
     async def _scrape(self, replica: Replica) -> None:
         """Read the replica's load; a server without /metrics simply keeps the load it had."""

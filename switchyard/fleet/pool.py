@@ -8,6 +8,7 @@ its bookkeeping, so no locks are needed.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import Counter
 from collections.abc import Callable, Collection
@@ -37,6 +38,7 @@ class Pool:
         """Times each replica (by name) was ejected, for the metrics."""
         self._breaker_config = breaker
         self._breakers: dict[Replica, CircuitBreaker] = {}
+        self._lost: dict[Replica, asyncio.Future[None]] = {}
         self._health_interval = health_interval
         self._clock = clock
         self.admission = AdmissionQueue(self.name, config.max_queue, self.free_slots, clock)
@@ -122,6 +124,21 @@ class Pool:
         if replica.health in (ReplicaHealth.STARTING, ReplicaHealth.EJECTED):
             replica.health = ReplicaHealth.HEALTHY
         self.health_changed()
+
+    def lost_signal(self, replica: Replica) -> asyncio.Future[None]:
+        """Resolves when `replica` is declared lost: streams still relayed from it end then (relay.py)."""
+        signal = self._lost.get(replica)
+        if signal is None or signal.done():
+            signal = asyncio.get_running_loop().create_future()
+            self._lost[replica] = signal
+        return signal
+
+    def mark_lost(self, replica: Replica) -> None:
+        """`replica` stopped answering without closing its connections (hung, its node gone) or its launcher
+        found it dead: what it still streams will not come, so those streams end now."""
+        signal = self._lost.pop(replica, None)
+        if signal is not None and not signal.done():
+            signal.set_result(None)
 
     def replica_restarted(self, replica: Replica) -> None:
         """A launcher restarted `replica` (STARTING, its KV cache empty): policies forget what they learnt."""

@@ -208,6 +208,7 @@ class Proxy:
             named_events=call.named_events,
             headers=downstream_headers(upstream.headers.multi_items()),
             on_finish=partial(self._stream_finished, pool, decision, arrived),
+            lost=pool.lost_signal(decision.replica),
         )
 
     def _stream_finished(

@@ -4,11 +4,14 @@ Bytes are forwarded as soon as they complete an event, never batched further, so
 the replica sends them. Holding back a partial event means that when the replica dies mid-stream the client
 never sees half an event: the stream ends with an OpenAI error event (`data: {"error": ...}` then
 `data: [DONE]`, or `event: error` in a Responses stream), on which the OpenAI client raises APIError, and the
-connection closes. A stall longer than the read timeout ends the same way, so a stream never hangs.
+connection closes. A replica that stops answering without closing the connection (hung, or on a lost node)
+is declared lost by the health checker, and its streams end the same way at once; any other stall ends at
+the read timeout. Either way a stream never hangs.
 """
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -60,6 +63,45 @@ class StreamOutcome:
     """The last `cached_tokens` the replica reported in the stream (with include_usage), else None."""
 
 
+class _ReplicaLostError(Exception):
+    """The pool declared the stream's replica lost while the relay waited for it."""
+
+
+class _LostWatch:
+    """Interrupts a pending read from the replica when `lost` resolves.
+
+    A callback rather than a task racing each read, so a chunk costs nothing extra: the read is cancelled in
+    place, and the cancellation is taken back (the client's request goes on, to receive the error event).
+    """
+
+    def __init__(self, lost: asyncio.Future[None]) -> None:
+        self._lost = lost
+        self._reader: asyncio.Task[object] | None = None
+        lost.add_done_callback(self._interrupt)
+
+    async def read(self, chunks: AsyncIterator[bytes]) -> bytes | None:
+        """The next chunk, None at the end; _ReplicaLostError once the replica is lost."""
+        if self._lost.done():
+            raise _ReplicaLostError
+        task = asyncio.current_task()
+        self._reader = task
+        try:
+            return await anext(chunks, None)
+        except asyncio.CancelledError:
+            if task is not None and self._lost.done() and task.uncancel() == 0:
+                raise _ReplicaLostError from None
+            raise
+        finally:
+            self._reader = None
+
+    def close(self) -> None:
+        self._lost.remove_done_callback(self._interrupt)
+
+    def _interrupt(self, _: asyncio.Future[None]) -> None:
+        if self._reader is not None:
+            self._reader.cancel()
+
+
 class RelayedStream(StreamingResponse):
     """The client's response for a replica's event stream whose first event has arrived.
 
@@ -76,8 +118,11 @@ class RelayedStream(StreamingResponse):
         named_events: bool,
         headers: Mapping[str, str],
         on_finish: Callable[[StreamOutcome], None],
+        lost: asyncio.Future[None],
     ) -> None:
+        """`lost` resolves if the replica is declared lost (see Pool.lost_signal)."""
         self._upstream = upstream
+        self._lost = lost
         self._named_events = named_events
         self._on_finish: Callable[[StreamOutcome], None] | None = on_finish
         self._outcome = StreamOutcome(StreamEnd.CLIENT_GONE, cached_tokens_in_events(first))
@@ -104,8 +149,9 @@ class RelayedStream(StreamingResponse):
         self, first: bytes, chunks: AsyncIterator[bytes], framer: EventFramer
     ) -> AsyncIterator[bytes]:
         yield first
+        watch = _LostWatch(self._lost)
         try:
-            async for chunk in chunks:
+            while (chunk := await watch.read(chunks)) is not None:
                 events = framer.feed(chunk)
                 if events:
                     self._observe(events)
@@ -114,14 +160,15 @@ class RelayedStream(StreamingResponse):
             if rest:
                 yield rest
             self._outcome.end = StreamEnd.COMPLETED
-        except httpx.HTTPError as exc:
-            logger.warning(
-                "stream from %s broke off: %s", self._upstream.request.url, exc or type(exc).__name__
-            )
+        except (httpx.HTTPError, _ReplicaLostError) as exc:
+            why = "the replica was declared lost" if isinstance(exc, _ReplicaLostError) else repr(exc)
+            logger.warning("stream from %s broke off: %s", self._upstream.request.url, why)
             self._outcome.end = StreamEnd.REPLICA_LOST
             yield REPLICA_LOST.sse_event(named=self._named_events)
             if not self._named_events:
                 yield _DONE
+        finally:
+            watch.close()
 
     def _observe(self, events: bytes) -> None:
         reported = cached_tokens_in_events(events)

@@ -127,3 +127,15 @@ def test_a_dead_replica_is_not_ejected_over_the_launchers_word() -> None:
     assert r0.health is ReplicaHealth.DEAD and pool.ejections["r0"] == 0
     pool.restore(r0)  # a stray good check does not revive it either: the launcher restarts it
     assert r0.health is ReplicaHealth.DEAD
+
+
+def test_a_lost_replica_signals_its_streams_once_and_new_streams_get_a_fresh_signal() -> None:
+    async def scenario() -> None:
+        pool, (r0, r1) = make_pool()
+        signal = pool.lost_signal(r0)
+        assert pool.lost_signal(r0) is signal and not signal.done()
+        pool.mark_lost(r1)  # no stream on it: nothing to signal
+        pool.mark_lost(r0)
+        assert signal.done() and not pool.lost_signal(r0).done()
+
+    asyncio.run(scenario())

@@ -200,3 +200,24 @@ def test_a_waiting_request_whose_client_leaves_drops_out_of_the_queue(replicas: 
     finally:
         replicas.a.resume()
         gateway.stop()
+
+
+def test_a_hung_replicas_stream_ends_with_an_error_event_not_at_the_read_timeout(replicas: Replicas) -> None:
+    """A paused replica keeps its connections open and sends nothing: its health checks time out, the breaker
+    ejects it, and the stream it was serving ends at once rather than after the (long) read timeout."""
+    gateway = start_gateway(gateway_config({"tiny": [replicas.a.url]}, health_timeout=0.5, read_timeout=3600))
+    try:
+        gateway.wait_all_healthy()
+        stream = gateway.client().completions.create(
+            model="tiny", prompt="Once", max_tokens=220, stream=True, extra_body=LONG
+        )
+        replicas.a.pause()
+        try:
+            assert _stream_outcome(stream) == "error"
+            assert gateway.runtime.pools["tiny"].replicas[0].health.value == "ejected"
+        finally:
+            replicas.a.resume()
+        wait_for(lambda: gateway.replicas()["tiny-worker-0"]["health"] == "healthy", 120, "a back")
+    finally:
+        replicas.a.resume()
+        gateway.stop()
