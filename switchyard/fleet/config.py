@@ -159,6 +159,11 @@ class FleetConfig:
             raise FleetConfigError("max_attempts must be at least 1")
         if self.shutdown_grace < 0:
             raise FleetConfigError("shutdown_grace must be >= 0")
+        ray_addresses = {p.launch.ray_address for p in self.pools if p.launch and p.launch.launcher == "ray"}
+        if len(ray_addresses) > 1:
+            raise FleetConfigError(
+                "pools placed on Ray must name the same ray_address (one cluster per gateway)"
+            )
 
     def pool(self, model: str) -> PoolConfig:
         return next(pool for pool in self.pools if pool.model == model)

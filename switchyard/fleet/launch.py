@@ -10,14 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 import socket
+import threading
 from types import FrameType
 
 import uvicorn
+from uvicorn.server import HANDLED_SIGNALS
 
 from switchyard.fleet.config import FleetConfig
 from switchyard.fleet.gateway import build_gateway_app
-from switchyard.fleet.runtime import FleetRuntime, LauncherFactory, make_launcher
+from switchyard.fleet.launchers import LauncherFactory
+from switchyard.fleet.runtime import FleetRuntime
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +41,17 @@ class DrainingGateway(uvicorn.Server):
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
         self._loop = asyncio.get_running_loop()
         await super().serve(sockets)
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)  # the app's startup (launchers) runs in here
+        self._reclaim_signals()
+
+    def _reclaim_signals(self) -> None:
+        """Take SIGTERM and SIGINT back after the app started: a launcher may have set its own handlers
+        meanwhile (`ray.init` makes SIGTERM exit the process at once), and the drain must hear them first."""
+        if threading.current_thread() is threading.main_thread():
+            for sig in HANDLED_SIGNALS:
+                signal.signal(sig, self.handle_exit)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         """Signal handler (and the way tests ask for a graceful stop from another thread)."""
@@ -62,7 +77,7 @@ class DrainingGateway(uvicorn.Server):
 
 
 def build_gateway_server(
-    config: FleetConfig, log_level: str = "warning", launcher_factory: LauncherFactory = make_launcher
+    config: FleetConfig, log_level: str = "warning", launcher_factory: LauncherFactory | None = None
 ) -> DrainingGateway:
     """A gateway ready to `run()` (blocking) or `serve()` (in an event loop) on config.host:config.port."""
     runtime = FleetRuntime(config, launcher_factory)

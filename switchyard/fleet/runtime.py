@@ -2,7 +2,7 @@
 started and stopped together by the gateway app.
 
 Replicas given as worker URLs are added when the runtime is built; launched ones when their launcher starts
-(local processes or Ray actors, imported only when a pool asks for them). The launchers tell their pool when
+(local processes or Ray actors; see launchers.py). The launchers tell their pool when
 they restart a replica; everything else about health goes through the pool.
 """
 
@@ -15,44 +15,26 @@ from collections.abc import Callable
 
 import httpx
 
-from switchyard.fleet.config import FleetConfig, LaunchConfig
+from switchyard.fleet.config import FleetConfig
 from switchyard.fleet.health import HealthChecker
+from switchyard.fleet.launchers import LauncherFactory, Launchers
 from switchyard.fleet.metrics import FleetMetrics
 from switchyard.fleet.pool import Pool
 from switchyard.fleet.proxy import Proxy
 from switchyard.fleet.replica import Replica
-from switchyard.fleet.replicas.base import ReplicaLauncher, RestartListener
+from switchyard.fleet.replicas.base import ReplicaLauncher
 
 logger = logging.getLogger(__name__)
 
-LauncherFactory = Callable[[LaunchConfig, RestartListener], ReplicaLauncher]
-
 _IDLE_POLL = 0.05
 """Seconds between looks at whether the last request finished, while draining."""
-
-
-def make_launcher(launch: LaunchConfig, on_restart: RestartListener) -> ReplicaLauncher:
-    """The launcher a pool's `launch` asks for (imported here: Ray is loaded only by fleets that use it)."""
-    if launch.launcher == "ray":
-        from switchyard.fleet.replicas.ray import RayLauncher
-
-        return RayLauncher(
-            launch.spec,
-            address=launch.ray_address,
-            gpus_per_replica=launch.gpus_per_replica,
-            cpus_per_replica=launch.cpus_per_replica,
-            on_restart=on_restart,
-        )
-    from switchyard.fleet.replicas.local import LocalLauncher
-
-    return LocalLauncher(launch.spec, on_restart=on_restart)
 
 
 class FleetRuntime:
     def __init__(
         self,
         config: FleetConfig,
-        launcher_factory: LauncherFactory = make_launcher,
+        launcher_factory: LauncherFactory | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config
@@ -73,7 +55,7 @@ class FleetRuntime:
         self.metrics = FleetMetrics(list(self.pools.values()), self.restarts)
         self.draining = False
         """Set by SIGTERM: new requests get 503 and /health says so, so a load balancer in front drains us."""
-        self._launcher_factory = launcher_factory
+        self._launcher_factory = launcher_factory or Launchers()
         self._clock = clock
         self._client: httpx.AsyncClient | None = None
         self._proxy: Proxy | None = None
@@ -102,7 +84,7 @@ class FleetRuntime:
             if pool_config.launch is None:
                 continue
             pool = self.pools[pool_config.model]
-            launcher = self._launcher_factory(pool_config.launch, pool.replica_restarted)
+            launcher = self._launcher_factory.create(pool_config.launch, pool.replica_restarted)
             self.launchers[pool.name] = launcher
             for replica in await launcher.start():
                 pool.add(replica)
@@ -129,6 +111,7 @@ class FleetRuntime:
         for name, result in zip(self.launchers, results, strict=True):
             if isinstance(result, BaseException):
                 logger.error("stopping the replicas of pool %s failed: %s", name, result)
+        self._launcher_factory.close()
         if self._client is not None:
             await self._client.aclose()
 

@@ -90,3 +90,16 @@ def test_settings_are_checked() -> None:
         FleetConfig(pools=(pool,), health_interval=0)
     with pytest.raises(FleetConfigError, match="lists a worker twice"):
         PoolConfig(model="a", workers=("http://h:1", "http://h:1"))
+
+
+def test_pools_on_ray_share_one_cluster() -> None:
+    from switchyard.fleet.config import LaunchConfig
+    from switchyard.fleet.replicas.base import ReplicaSpec
+
+    def on_ray(name: str, address: str | None) -> PoolConfig:
+        spec = ReplicaSpec(model="m", served_name=name, count=1)
+        return PoolConfig(model=name, launch=LaunchConfig(spec=spec, launcher="ray", ray_address=address))
+
+    FleetConfig(pools=(on_ray("a", "auto"), on_ray("b", "auto")))
+    with pytest.raises(FleetConfigError, match="same ray_address"):
+        FleetConfig(pools=(on_ray("a", "auto"), on_ray("b", None)))

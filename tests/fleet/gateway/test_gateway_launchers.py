@@ -61,11 +61,16 @@ class SupervisingOne(ReplicaLauncher):
 
 def test_launched_replicas_join_restart_and_stop_with_the_fleet(replicas: Replicas) -> None:
     launched: list[SupervisingOne] = []
+    closed: list[bool] = []
 
-    def factory(launch: LaunchConfig, on_restart: RestartListener) -> ReplicaLauncher:
-        assert (launch.spec.served_name, launch.spec.count) == ("tiny", 1)
-        launched.append(SupervisingOne(replicas.b, on_restart))
-        return launched[0]
+    class Factory:
+        def create(self, launch: LaunchConfig, on_restart: RestartListener) -> ReplicaLauncher:
+            assert (launch.spec.served_name, launch.spec.count) == ("tiny", 1)
+            launched.append(SupervisingOne(replicas.b, on_restart))
+            return launched[0]
+
+        def close(self) -> None:
+            closed.append(launched[0].stopped_with is not None)  # after the launchers stopped
 
     spec = ReplicaSpec(model="tiny-model-folder", served_name="tiny", count=1)
     config = FleetConfig(
@@ -76,7 +81,7 @@ def test_launched_replicas_join_restart_and_stop_with_the_fleet(replicas: Replic
         breaker=BreakerConfig(base_backoff=0.2, max_backoff=1.0),
         shutdown_grace=7.0,
     )
-    server = build_gateway_server(config, launcher_factory=factory)
+    server = build_gateway_server(config, launcher_factory=Factory())
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     try:
@@ -105,4 +110,4 @@ def test_launched_replicas_join_restart_and_stop_with_the_fleet(replicas: Replic
         server.should_exit = True
         thread.join(timeout=60)
         replicas.b.wait_healthy()
-    assert launched[0].stopped_with == 7.0
+    assert launched[0].stopped_with == 7.0 and closed == [True]
