@@ -151,7 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
     gateway.add_argument(
         "--worker-api-key",
         default=None,
-        help=f"bearer key sent to the replicas (default: ${WORKER_API_KEY_ENV}; unset: the client's is passed on)",
+        help=f"bearer key sent to the replicas (default: ${WORKER_API_KEY_ENV}); unset, the client's "
+        "Authorization passes on, unless it carried the gateway's own --api-key",
     )
     gateway.add_argument(
         "--shutdown-grace",

@@ -129,7 +129,8 @@ class FleetConfig:
     api_key: str | None = None
     """Clients must send `Authorization: Bearer <api_key>` on /v1 routes (None: no check)."""
     worker_api_key: str | None = None
-    """Sent to the replicas as their bearer key; None passes the client's Authorization header on."""
+    """Sent to the replicas as their bearer key. Unset, the client's Authorization header passes on, unless
+    it carried the gateway's own `api_key`."""
     health_interval: float = 2.0
     """Seconds between active checks (GET /health, and /metrics for the load) of each replica."""
     health_timeout: float = 5.0

@@ -83,7 +83,10 @@ def _openai_routes(runtime: FleetRuntime) -> APIRouter:
         if pool is None:
             raise UnknownModelError(fields.model, list(runtime.pools))
         request_id: str = request.state.request_id
-        headers = upstream_headers(request.headers.items(), request_id, runtime.config.worker_api_key)
+        config = runtime.config
+        headers = upstream_headers(
+            request.headers.items(), request_id, config.worker_api_key, config.api_key is not None
+        )
         call = ProxyCall(endpoint=endpoint, body=raw, fields=fields, headers=headers, request_id=request_id)
         return await _until_disconnected(request, runtime.proxy.forward(pool, call))
 

@@ -119,6 +119,8 @@ def test_headers_each_way() -> None:
     }
     keyed = dict(upstream_headers([("authorization", "Bearer client")], "rid", worker_api_key="worker"))
     assert keyed["authorization"] == "Bearer worker" and len(keyed) == 3
+    own_key = dict(upstream_headers([("authorization", "Bearer gw")], "rid", None, gateway_checks_key=True))
+    assert "authorization" not in own_key  # the gateway's key is not the workers' to see
     back = downstream_headers(
         [
             ("content-type", "text/event-stream"),
