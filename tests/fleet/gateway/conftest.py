@@ -8,22 +8,10 @@ running and one waiting request (so it answers 429 under a little load); `qwen` 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from fleet_harness import ReplicaProcess, start_replicas
-
-
-@dataclass
-class Replicas:
-    a: ReplicaProcess
-    b: ReplicaProcess
-    narrow: ReplicaProcess
-    qwen: ReplicaProcess
-
-    def all(self) -> list[ReplicaProcess]:
-        return [self.a, self.b, self.narrow, self.qwen]
+from fleet_harness import ReplicaProcess, Replicas, start_replicas
 
 
 @pytest.fixture(scope="package")

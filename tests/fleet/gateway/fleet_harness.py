@@ -105,6 +105,19 @@ class ReplicaProcess:
             self.process.wait(timeout=30)
 
 
+@dataclass
+class Replicas:
+    """The package's shared replicas (see conftest.py)."""
+
+    a: ReplicaProcess
+    b: ReplicaProcess
+    narrow: ReplicaProcess
+    qwen: ReplicaProcess
+
+    def all(self) -> list[ReplicaProcess]:
+        return [self.a, self.b, self.narrow, self.qwen]
+
+
 def start_replicas(replicas: Sequence[ReplicaProcess]) -> None:
     """Start them all, then wait for each (they load in parallel)."""
     for replica in replicas:

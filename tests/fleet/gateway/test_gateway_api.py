@@ -7,8 +7,7 @@ from collections.abc import Iterator, Sequence
 import httpx
 import openai
 import pytest
-from conftest import Replicas
-from fleet_harness import RunningGateway, gateway_config, metric, start_gateway, wait_for
+from fleet_harness import Replicas, RunningGateway, gateway_config, metric, start_gateway, wait_for
 
 from switchyard.fleet.policies import RouteDecision, RouteRequest, RoutingPolicy, make_policy
 from switchyard.fleet.replica import Replica

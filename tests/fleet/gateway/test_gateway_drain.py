@@ -8,8 +8,7 @@ import sys
 
 import httpx
 import openai
-from conftest import Replicas
-from fleet_harness import free_port, replica_env, wait_for
+from fleet_harness import Replicas, free_port, replica_env, wait_for
 
 
 def test_sigterm_drains_then_exits(replicas: Replicas) -> None:

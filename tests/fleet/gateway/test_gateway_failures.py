@@ -10,8 +10,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from conftest import Replicas
-from fleet_harness import free_port, gateway_config, metric, start_gateway, wait_for
+from fleet_harness import Replicas, free_port, gateway_config, metric, start_gateway, wait_for
 
 CHAT = [{"role": "user", "content": "Tell me a long story."}]
 LONG = {"ignore_eos": True}

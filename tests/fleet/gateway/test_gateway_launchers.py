@@ -13,8 +13,7 @@ import contextlib
 import threading
 
 import httpx
-from conftest import Replicas
-from fleet_harness import ReplicaProcess, metric, wait_for
+from fleet_harness import ReplicaProcess, Replicas, metric, wait_for
 
 from switchyard.fleet.config import BreakerConfig, FleetConfig, LaunchConfig, PoolConfig
 from switchyard.fleet.launch import build_gateway_server

@@ -6,8 +6,7 @@ from __future__ import annotations
 import asyncio
 
 import httpx
-from conftest import Replicas
-from fleet_harness import free_port
+from fleet_harness import Replicas, free_port
 
 from switchyard.fleet.config import BreakerConfig, PoolConfig
 from switchyard.fleet.health import HealthChecker
