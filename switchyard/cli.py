@@ -267,6 +267,10 @@ DELEGATED_COMMANDS = {
         "benchmark a served endpoint (`bench serve`) or the engine (`bench offline`)",
     ),
     "plan": ("switchyard.plan.cli", "capacity plan: what fits on a device and a decode-step bound"),
+    "fleet": (
+        "switchyard.fleet.cli",
+        "route and balance across many replicas behind one OpenAI-compatible gateway (`fleet serve`)",
+    ),
     "agent": ("switchyard.agents.cli", "agent runtime: `switchyard agent demo` runs a tool-using assistant"),
     "rag": ("switchyard.agents.rag.cli", "ingest documents into collections and query them with sources"),
 }

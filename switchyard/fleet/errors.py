@@ -1,0 +1,128 @@
+"""The gateway's typed errors and their one mapping to HTTP statuses and OpenAI error bodies.
+
+Handlers raise these and never build error responses themselves. Bodies follow OpenAI's shape,
+`{"error": {"message", "type", "param", "code"}}`, which the OpenAI client turns into its typed exceptions.
+(The server has the same mapping for the engine's errors; the fleet keeps its own because it imports no engine.)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from switchyard.errors import SwitchyardError
+
+logger = logging.getLogger(__name__)
+
+
+class FleetConfigError(SwitchyardError, ValueError):
+    """The fleet's configuration (flags or --config file) is inconsistent; the message says what to change."""
+
+
+class BadRequestError(SwitchyardError):
+    """The request body cannot be routed: not JSON, not an object, or without a `model`."""
+
+    def __init__(self, message: str, param: str | None = None) -> None:
+        self.param = param
+        super().__init__(message)
+
+
+class UnknownModelError(SwitchyardError):
+    """The request names a model no pool serves."""
+
+    def __init__(self, model: str, pools: Sequence[str]) -> None:
+        self.model = model
+        listed = ", ".join(f"`{name}`" for name in pools) or "none"
+        super().__init__(f"The model `{model}` does not exist. This gateway serves: {listed}.")
+
+
+class AuthenticationError(SwitchyardError):
+    """The request carries no API key, or the wrong one, while the gateway requires one."""
+
+
+class QueueFullError(SwitchyardError):
+    """The pool's replicas are all at their in-flight limit and its waiting queue is full."""
+
+    def __init__(self, pool: str, retry_after: float) -> None:
+        self.retry_after = retry_after
+        super().__init__(f"The `{pool}` pool is at capacity; retry after {math.ceil(retry_after)} s.")
+
+
+class NoHealthyReplicaError(SwitchyardError):
+    """No replica of the pool can take the request: none is healthy, or every one already failed it."""
+
+    def __init__(self, pool: str, retry_after: float, detail: str = "no healthy replica") -> None:
+        self.retry_after = retry_after
+        super().__init__(f"The `{pool}` pool has {detail}; retry after {math.ceil(retry_after)} s.")
+
+
+class GatewayDrainingError(SwitchyardError):
+    """The gateway is shutting down and admits no new requests."""
+
+
+@dataclass(frozen=True)
+class ErrorInfo:
+    status: int
+    type: str
+    message: str
+    param: str | None = None
+    code: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def body(self) -> dict[str, Any]:
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+    def sse_event(self, named: bool) -> bytes:
+        """The error as a stream event: `data: {...}` (chat and completions) or `event: error` first (the
+        Responses API's named events); the OpenAI client raises APIError with the message on either."""
+        data = f"data: {json.dumps(self.body(), ensure_ascii=False)}\n\n"
+        return (f"event: error\n{data}" if named else data).encode()
+
+
+def retry_after_header(seconds: float) -> dict[str, str]:
+    return {"Retry-After": str(max(1, math.ceil(seconds)))}
+
+
+def describe(exc: BaseException) -> ErrorInfo:
+    """Status, OpenAI error type/code and headers for an exception (500, without internals, for the unexpected)."""
+    if isinstance(exc, BadRequestError):
+        return ErrorInfo(400, "invalid_request_error", str(exc), param=exc.param)
+    if isinstance(exc, AuthenticationError):
+        return ErrorInfo(
+            401,
+            "invalid_request_error",
+            str(exc),
+            code="invalid_api_key",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    if isinstance(exc, UnknownModelError):
+        return ErrorInfo(404, "invalid_request_error", str(exc), param="model", code="model_not_found")
+    if isinstance(exc, QueueFullError):
+        return ErrorInfo(
+            429, "rate_limit_error", str(exc), code="queue_full", headers=retry_after_header(exc.retry_after)
+        )
+    if isinstance(exc, NoHealthyReplicaError):
+        return ErrorInfo(
+            503,
+            "service_unavailable_error",
+            str(exc),
+            code="no_healthy_replica",
+            headers=retry_after_header(exc.retry_after),
+        )
+    if isinstance(exc, GatewayDrainingError):
+        return ErrorInfo(503, "service_unavailable_error", str(exc), code="shutting_down")
+    logger.error("unexpected error in the gateway", exc_info=exc)
+    return ErrorInfo(500, "server_error", f"internal gateway error: {type(exc).__name__}")
+
+
+REPLICA_LOST = ErrorInfo(
+    502,
+    "server_error",
+    "The replica serving this stream stopped answering before the stream finished.",
+    code="replica_lost",
+)
+"""The error event that ends a stream whose replica died or stalled after the first byte went out."""

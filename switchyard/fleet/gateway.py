@@ -1,0 +1,253 @@
+"""The gateway's FastAPI app: the OpenAI routes proxied to the pools, and the routes for operators.
+
+`build_gateway_app(runtime)` wires the pieces; the request path itself is proxy.py's. Every error response is
+made by errors.describe(), in OpenAI's format. The app starts the runtime (launchers, health checks) when it
+starts and stops it when it ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import uuid
+from collections.abc import AsyncIterator, Awaitable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+from starlette.datastructures import Headers, MutableHeaders
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from switchyard import __version__
+from switchyard.errors import SwitchyardError
+from switchyard.fleet.errors import (
+    AuthenticationError,
+    ErrorInfo,
+    GatewayDrainingError,
+    UnknownModelError,
+    describe,
+)
+from switchyard.fleet.forwarded_headers import REQUEST_ID_HEADER, upstream_headers
+from switchyard.fleet.metrics import CONTENT_TYPE
+from switchyard.fleet.proxy import ProxyCall
+from switchyard.fleet.request_fields import read_request_fields
+from switchyard.fleet.runtime import FleetRuntime
+
+CLIENT_CLOSED_REQUEST = 499
+"""nginx's status for a request whose client left before the answer; nobody receives it, logs show it."""
+
+
+def build_gateway_app(runtime: FleetRuntime) -> FastAPI:
+    """An app serving `runtime`'s pools; the runtime is at `app.state.fleet`."""
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        await runtime.start()
+        try:
+            yield
+        finally:
+            await runtime.stop(runtime.config.shutdown_grace)
+
+    app = FastAPI(title="Switchyard fleet", version=__version__, lifespan=lifespan)
+    app.state.fleet = runtime
+    for error_type in (HTTPException, SwitchyardError, Exception):
+        app.add_exception_handler(error_type, _error_response)
+    if runtime.config.api_key is not None:
+        app.add_middleware(_ApiKeyMiddleware, key=runtime.config.api_key)
+    app.add_middleware(_RequestIdMiddleware)  # outside the key check, so refusals carry the header too
+    app.include_router(_openai_routes(runtime))
+    app.include_router(_operations_routes(runtime))
+    return app
+
+
+async def _error_response(_: Request, exc: Exception) -> Response:
+    info = (
+        ErrorInfo(exc.status_code, "invalid_request_error", str(exc.detail), headers=dict(exc.headers or {}))
+        if isinstance(exc, HTTPException)
+        else describe(exc)
+    )
+    return JSONResponse(info.body(), status_code=info.status, headers=info.headers)
+
+
+def _openai_routes(runtime: FleetRuntime) -> APIRouter:
+    router = APIRouter(prefix="/v1")
+
+    async def proxied(request: Request, endpoint: str) -> Response:
+        if runtime.draining:
+            raise GatewayDrainingError("The gateway is shutting down; send the request elsewhere.")
+        raw = await request.body()
+        fields = read_request_fields(raw, endpoint, request.headers)
+        pool = runtime.pools.get(fields.model)
+        if pool is None:
+            raise UnknownModelError(fields.model, list(runtime.pools))
+        request_id: str = request.state.request_id
+        config = runtime.config
+        headers = upstream_headers(
+            request.headers.items(), request_id, config.worker_api_key, config.api_key is not None
+        )
+        call = ProxyCall(endpoint=endpoint, body=raw, fields=fields, headers=headers, request_id=request_id)
+        return await _until_disconnected(request, runtime.proxy.forward(pool, call))
+
+    @router.post("/chat/completions", response_model=None)
+    async def chat_completions(request: Request) -> Response:
+        return await proxied(request, "chat")
+
+    @router.post("/completions", response_model=None)
+    async def completions(request: Request) -> Response:
+        return await proxied(request, "completions")
+
+    @router.post("/responses", response_model=None)
+    async def responses(request: Request) -> Response:
+        return await proxied(request, "responses")
+
+    def card(name: str) -> dict[str, Any]:
+        return {"id": name, "object": "model", "created": runtime.created, "owned_by": "switchyard-fleet"}
+
+    @router.get("/models", response_model=None)
+    async def models() -> Response:
+        return JSONResponse({"object": "list", "data": [card(name) for name in runtime.pools]})
+
+    @router.get("/models/{model:path}", response_model=None)
+    async def model(model: str) -> Response:
+        if model not in runtime.pools:
+            raise UnknownModelError(model, list(runtime.pools))
+        return JSONResponse(card(model))
+
+    @router.get("/fleet/replicas", response_model=None)
+    async def replicas() -> Response:
+        """Every replica's state, for operators: where it is, whether it is routable, how loaded."""
+        return JSONResponse(
+            {
+                "object": "list",
+                "data": [
+                    {
+                        "name": replica.name,
+                        "pool": pool.name,
+                        "url": replica.url,
+                        "health": replica.health.value,
+                        "in_flight": replica.in_flight,
+                        "load": {
+                            "num_waiting": replica.load.num_waiting,
+                            "num_running": replica.load.num_running,
+                            "kv_cache_usage": replica.load.kv_cache_usage,
+                        },
+                        "ejections": pool.ejections[replica.name],
+                    }
+                    for pool in runtime.pools.values()
+                    for replica in pool.replicas
+                ],
+            }
+        )
+
+    return router
+
+
+def _operations_routes(runtime: FleetRuntime) -> APIRouter:
+    """Routes for operators and load balancers (no API key)."""
+    router = APIRouter()
+
+    @router.get("/health", response_model=None)
+    async def health() -> Response:
+        """200 while every pool has a routable replica; 503 naming the pools that have none."""
+        pools = {
+            pool.name: {
+                "routable": len(pool.routable()),
+                "replicas": len(pool.replicas),
+                "queue_depth": pool.admission.depth,
+                "states": sorted({replica.health.value for replica in pool.replicas}),
+            }
+            for pool in runtime.pools.values()
+        }
+        if runtime.draining:
+            return JSONResponse({"status": "shutting_down", "pools": pools}, status_code=503)
+        unavailable = sorted(name for name, state in pools.items() if not state["routable"])
+        if unavailable:
+            return JSONResponse(
+                {"status": "unavailable", "unavailable": unavailable, "pools": pools}, status_code=503
+            )
+        return JSONResponse({"status": "ok", "pools": pools})
+
+    @router.get("/metrics", response_model=None)
+    async def metrics() -> Response:
+        return Response(content=runtime.metrics.render(), media_type=CONTENT_TYPE)
+
+    @router.get("/version", response_model=None)
+    async def version() -> Response:
+        return JSONResponse({"version": __version__})
+
+    return router
+
+
+async def _until_disconnected(request: Request, work: Awaitable[Response]) -> Response:
+    """Await `work`, cancelling it if the client disconnects first: a request still waiting in the queue
+    leaves it, and one at a replica is closed there, which aborts it.
+
+    FastAPI notices a disconnect only when it writes, and nothing is written before the replica answers.
+    """
+    work_task = asyncio.ensure_future(work)
+    watcher = asyncio.create_task(_wait_for_disconnect(request))
+    try:
+        await asyncio.wait({work_task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watcher.cancel()
+        if not work_task.done():
+            work_task.cancel()
+            await asyncio.gather(work_task, return_exceptions=True)
+    if work_task.cancelled():
+        return Response(status_code=CLIENT_CLOSED_REQUEST)
+    return work_task.result()
+
+
+async def _wait_for_disconnect(request: Request) -> None:
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+class _ApiKeyMiddleware:
+    """Requires `Authorization: Bearer <key>` on /v1 routes before the body is read; /health and /metrics
+    stay open for load balancers and Prometheus."""
+
+    def __init__(self, app: ASGIApp, key: str) -> None:
+        self.app = app
+        self._key = key.encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"].startswith("/v1") and not self._authorized(scope):
+            info = describe(AuthenticationError("Incorrect or missing API key (use Authorization: Bearer)."))
+            response = JSONResponse(info.body(), status_code=info.status, headers=info.headers)
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+    def _authorized(self, scope: Scope) -> bool:
+        header = Headers(scope=scope).get("authorization", "").encode()
+        scheme, _, token = header.partition(b" ")
+        return scheme.lower() == b"bearer" and hmac.compare_digest(token.strip(), self._key)
+
+
+class _RequestIdMiddleware:
+    """Gives every request an id, the client's `x-request-id` or a fresh one, for the replicas and the logs;
+    answers carry it (a replica's echo of it, or the gateway's own when the gateway answered)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = Headers(scope=scope).get(REQUEST_ID_HEADER) or uuid.uuid4().hex
+        scope.setdefault("state", {})["request_id"] = request_id
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                if REQUEST_ID_HEADER not in headers:
+                    headers[REQUEST_ID_HEADER] = request_id
+            await send(message)
+
+        await self.app(scope, receive, send_with_id)

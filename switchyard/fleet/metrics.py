@@ -1,0 +1,136 @@
+"""The gateway's Prometheus metrics, `switchyard:fleet_*`, in a registry the app owns (two gateways in one
+process, as in tests, keep separate counts).
+
+Events (requests, retries, cached tokens) are counted as they happen; state (queue depth, in-flight requests,
+replica health, ejections, restarts) is read from the pools and launchers when /metrics is scraped, so it is
+never stale and needs no bookkeeping of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from switchyard.fleet.pool import Pool
+from switchyard.fleet.replica import ReplicaHealth
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+NO_REPLICA = "none"
+"""The `replica` label of a request answered by the gateway itself (429 queue full, 503, ...)."""
+
+_LATENCY_BUCKETS = (
+    *(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
+    *(20.0, 30.0, 60.0, 120.0, 300.0, 600.0),
+)
+
+
+class FleetMetrics:
+    def __init__(self, pools: Sequence[Pool], restarts: Callable[[], dict[str, int]]) -> None:
+        """`restarts`: replicas restarted after a crash so far, by pool (from the launchers)."""
+        self.registry = CollectorRegistry()
+        self._requests = Counter(
+            "switchyard:fleet_requests",
+            "Requests answered, by pool, the replica that answered (none: the gateway itself), the routing "
+            "decision and the status (an HTTP status, or stream_error for a stream cut off mid-way).",
+            ["pool", "replica", "decision", "status"],
+            registry=self.registry,
+        )
+        self._latency = Histogram(
+            "switchyard:fleet_request_latency_seconds",
+            "Seconds from a request's arrival at the gateway to the end of its answer, by replica.",
+            ["pool", "replica"],
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self._first_byte = Histogram(
+            "switchyard:fleet_time_to_first_byte_seconds",
+            "Seconds from a request's arrival to the first byte of its answer (queueing and retries included).",
+            ["pool", "replica"],
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self._retries = Counter(
+            "switchyard:fleet_retries",
+            "Attempts that failed before the first byte and were retried elsewhere, by the replica that failed "
+            "and why (connect_error, timeout, read_error, 429, 5xx).",
+            ["pool", "replica", "reason"],
+            registry=self.registry,
+        )
+        self._predicted_cached = Counter(
+            "switchyard:fleet_predicted_cached_tokens",
+            "Prompt tokens the routing policy expected the chosen replica to have cached.",
+            ["pool", "replica"],
+            registry=self.registry,
+        )
+        self._reported_cached = Counter(
+            "switchyard:fleet_reported_cached_tokens",
+            "Prompt tokens the replicas reported cached (usage.prompt_tokens_details.cached_tokens).",
+            ["pool", "replica"],
+            registry=self.registry,
+        )
+        self.registry.register(_StateCollector(pools, restarts))
+
+    def observe_request(self, pool: str, replica: str, decision: str, status: str, seconds: float) -> None:
+        self._requests.labels(pool, replica, decision, status).inc()
+        self._latency.labels(pool, replica).observe(seconds)
+
+    def observe_first_byte(self, pool: str, replica: str, seconds: float) -> None:
+        self._first_byte.labels(pool, replica).observe(seconds)
+
+    def observe_retry(self, pool: str, replica: str, reason: str) -> None:
+        self._retries.labels(pool, replica, reason).inc()
+
+    def observe_cached_tokens(self, pool: str, replica: str, predicted: int, reported: int | None) -> None:
+        self._predicted_cached.labels(pool, replica).inc(predicted)
+        if reported is not None:
+            self._reported_cached.labels(pool, replica).inc(reported)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class _StateCollector(Collector):
+    """The pools' and launchers' current state, read at scrape time."""
+
+    def __init__(self, pools: Sequence[Pool], restarts: Callable[[], dict[str, int]]) -> None:
+        self._pools = pools
+        self._restarts = restarts
+
+    def collect(self) -> Iterator[Metric]:
+        depth = GaugeMetricFamily(
+            "switchyard:fleet_queue_depth", "Requests waiting in the gateway for a replica.", labels=["pool"]
+        )
+        in_flight = GaugeMetricFamily(
+            "switchyard:fleet_in_flight",
+            "Requests the gateway has sent to a replica and not yet seen finish.",
+            labels=["pool", "replica"],
+        )
+        health = GaugeMetricFamily(
+            "switchyard:fleet_replica_health",
+            "1 for a replica's current health state (starting, healthy, ejected, draining, dead).",
+            labels=["pool", "replica", "state"],
+        )
+        ejections = CounterMetricFamily(
+            "switchyard:fleet_ejections",
+            "Times a replica was taken out of routing (failed requests or health checks).",
+            labels=["pool", "replica"],
+        )
+        restarts = CounterMetricFamily(
+            "switchyard:fleet_replica_restarts",
+            "Replicas the fleet restarted after they crashed.",
+            labels=["pool"],
+        )
+        restart_counts = self._restarts()
+        for pool in self._pools:
+            depth.add_metric([pool.name], pool.admission.depth)
+            restarts.add_metric([pool.name], restart_counts.get(pool.name, 0))
+            for replica in pool.replicas:
+                in_flight.add_metric([pool.name, replica.name], replica.in_flight)
+                for state in ReplicaHealth:
+                    health.add_metric([pool.name, replica.name, state.value], float(replica.health is state))
+                ejections.add_metric([pool.name, replica.name], pool.ejections[replica.name])
+        yield from (depth, in_flight, health, ejections, restarts)

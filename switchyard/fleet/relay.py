@@ -1,0 +1,176 @@
+"""A replica's server-sent events passed on to the client as they arrive, whole events at a time.
+
+Bytes are forwarded as soon as they complete an event, never batched further, so tokens reach the client when
+the replica sends them. Holding back a partial event means that when the replica dies mid-stream the client
+never sees half an event: the stream ends with an OpenAI error event (`data: {"error": ...}` then
+`data: [DONE]`, or `event: error` in a Responses stream), on which the OpenAI client raises APIError, and the
+connection closes. A replica that stops answering without closing the connection (hung, or on a lost node)
+is declared lost by the health checker, and its streams end the same way at once; any other stall ends at
+the read timeout. Either way a stream never hangs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
+
+import httpx
+from fastapi.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
+
+from switchyard.fleet.errors import REPLICA_LOST
+from switchyard.fleet.usage import cached_tokens_in_events
+
+logger = logging.getLogger(__name__)
+
+_DONE = b"data: [DONE]\n\n"
+
+
+class EventFramer:
+    """Splits a byte stream at SSE event boundaries (a blank line, `\\n\\n` or `\\r\\n\\r\\n`)."""
+
+    def __init__(self) -> None:
+        self._pending = b""
+
+    def feed(self, chunk: bytes) -> bytes:
+        """The complete events `chunk` finishes (possibly none: b""); the rest waits for more bytes."""
+        data = self._pending + chunk if self._pending else chunk
+        lf, crlf = data.rfind(b"\n\n"), data.rfind(b"\r\n\r\n")
+        end = max(lf + 2 if lf >= 0 else 0, crlf + 4 if crlf >= 0 else 0)
+        self._pending = data[end:]
+        return data[:end]
+
+    def rest(self) -> bytes:
+        """Bytes after the last complete event (a stream that ended without a final blank line)."""
+        rest, self._pending = self._pending, b""
+        return rest
+
+
+class StreamEnd(enum.Enum):
+    COMPLETED = "200"
+    REPLICA_LOST = "stream_error"
+    """The replica failed or stalled after the first byte; the client got an error event."""
+    CLIENT_GONE = "499"
+
+
+@dataclass
+class StreamOutcome:
+    end: StreamEnd
+    cached_tokens: int | None
+    """The last `cached_tokens` the replica reported in the stream (with include_usage), else None."""
+
+
+class _ReplicaLostError(Exception):
+    """The pool declared the stream's replica lost while the relay waited for it."""
+
+
+class _LostWatch:
+    """Interrupts a pending read from the replica when `lost` resolves.
+
+    A callback rather than a task racing each read, so a chunk costs nothing extra: the read is cancelled in
+    place, and the cancellation is taken back (the client's request goes on, to receive the error event).
+    """
+
+    def __init__(self, lost: asyncio.Future[None]) -> None:
+        self._lost = lost
+        self._reader: asyncio.Task[object] | None = None
+        lost.add_done_callback(self._interrupt)
+
+    async def read(self, chunks: AsyncIterator[bytes]) -> bytes | None:
+        """The next chunk, None at the end; _ReplicaLostError once the replica is lost."""
+        if self._lost.done():
+            raise _ReplicaLostError
+        task = asyncio.current_task()
+        self._reader = task
+        try:
+            return await anext(chunks, None)
+        except asyncio.CancelledError:
+            if task is not None and self._lost.done() and task.uncancel() == 0:
+                raise _ReplicaLostError from None
+            raise
+        finally:
+            self._reader = None
+
+    def close(self) -> None:
+        self._lost.remove_done_callback(self._interrupt)
+
+    def _interrupt(self, _: asyncio.Future[None]) -> None:
+        if self._reader is not None:
+            self._reader.cancel()
+
+
+class RelayedStream(StreamingResponse):
+    """The client's response for a replica's event stream whose first event has arrived.
+
+    `on_finish` is called exactly once, however the response ends, even if it never starts (a client gone
+    before the headers): it returns the replica's slot.
+    """
+
+    def __init__(
+        self,
+        upstream: httpx.Response,
+        first: bytes,
+        chunks: AsyncIterator[bytes],
+        framer: EventFramer,
+        named_events: bool,
+        headers: Mapping[str, str],
+        on_finish: Callable[[StreamOutcome], None],
+        lost: asyncio.Future[None],
+    ) -> None:
+        """`lost` resolves if the replica is declared lost (see Pool.lost_signal)."""
+        self._upstream = upstream
+        self._lost = lost
+        self._named_events = named_events
+        self._on_finish: Callable[[StreamOutcome], None] | None = on_finish
+        self._outcome = StreamOutcome(StreamEnd.CLIENT_GONE, cached_tokens_in_events(first))
+        super().__init__(
+            self._relay(first, chunks, framer),
+            status_code=upstream.status_code,
+            headers=headers,
+            media_type=upstream.headers.get("content-type", "text/event-stream"),
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self._upstream.aclose()  # a client gone: the replica sees the disconnect and aborts
+            self._finish()
+
+    def _finish(self) -> None:
+        if self._on_finish is not None:
+            on_finish, self._on_finish = self._on_finish, None
+            on_finish(self._outcome)
+
+    async def _relay(
+        self, first: bytes, chunks: AsyncIterator[bytes], framer: EventFramer
+    ) -> AsyncIterator[bytes]:
+        yield first
+        watch = _LostWatch(self._lost)
+        try:
+            while (chunk := await watch.read(chunks)) is not None:
+                events = framer.feed(chunk)
+                if events:
+                    self._observe(events)
+                    yield events
+            rest = framer.rest()
+            if rest:
+                yield rest
+            self._outcome.end = StreamEnd.COMPLETED
+        except (httpx.HTTPError, _ReplicaLostError) as exc:
+            why = "the replica was declared lost" if isinstance(exc, _ReplicaLostError) else repr(exc)
+            logger.warning("stream from %s broke off: %s", self._upstream.request.url, why)
+            self._outcome.end = StreamEnd.REPLICA_LOST
+            yield REPLICA_LOST.sse_event(named=self._named_events)
+            if not self._named_events:
+                yield _DONE
+        finally:
+            watch.close()
+
+    def _observe(self, events: bytes) -> None:
+        reported = cached_tokens_in_events(events)
+        if reported is not None:
+            self._outcome.cached_tokens = reported

@@ -1,0 +1,51 @@
+"""The prompt tokens a replica reports it found cached, read from its answer as the answer passes through.
+
+The gateway compares these with what the routing policy predicted (`RouteDecision.predicted_cached_tokens`),
+so an operator sees whether prefix-aware routing lands where the caches are. Chat and completions report
+`usage.prompt_tokens_details.cached_tokens`; the Responses API reports `usage.input_tokens_details.cached_tokens`
+(inside `response` in its stream events). A stream has usage only in its final chunk, and only when the client
+asked (`stream_options.include_usage`); then nothing is counted.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+
+def cached_tokens(payload: Any) -> int | None:
+    """The cached prompt tokens in a response body or stream event, or None when it reports none."""
+    if not isinstance(payload, Mapping):
+        return None
+    usage = payload.get("usage")
+    if not isinstance(usage, Mapping):
+        response = payload.get("response")
+        usage = response.get("usage") if isinstance(response, Mapping) else None
+    if not isinstance(usage, Mapping):
+        return None
+    details = usage.get("prompt_tokens_details") or usage.get("input_tokens_details")
+    if not isinstance(details, Mapping):
+        return None
+    value = details.get("cached_tokens")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def cached_tokens_in_body(raw: bytes) -> int | None:
+    try:
+        return cached_tokens(json.loads(raw))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+
+
+def cached_tokens_in_events(events: bytes) -> int | None:
+    """The last report in complete SSE events; cheap when there is none (a byte search, no parsing)."""
+    if b"cached_tokens" not in events:
+        return None
+    found = None
+    for line in events.splitlines():
+        if line.startswith(b"data:") and b"cached_tokens" in line:
+            value = cached_tokens_in_body(line[5:].strip())
+            if value is not None:
+                found = value
+    return found
