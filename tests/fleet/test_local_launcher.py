@@ -91,11 +91,11 @@ def test_ports_and_urls() -> None:
 
 
 def test_replicas_serve_come_back_after_a_crash_and_stop_without_leftovers(
-    tiny_model_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    launcher_model_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     restarted: list[Replica] = []
     launcher = LocalLauncher(
-        tiny_spec(tiny_model_dir, count=2), on_restart=restarted.append, log_dir=tmp_path
+        tiny_spec(launcher_model_dir, count=2), on_restart=restarted.append, log_dir=tmp_path
     )
 
     async def scenario() -> list[int]:
@@ -132,7 +132,7 @@ def test_replicas_serve_come_back_after_a_crash_and_stop_without_leftovers(
         pids = asyncio.run(scenario())
     assert len(pids) == 2
     assert not [record for record in caplog.records if "did not drain" in record.getMessage()]
-    assert serve_processes(tiny_model_dir) == []
+    assert serve_processes(launcher_model_dir) == []
     assert launcher.log_path(launcher.replicas[0]).read_text().count("--- launch") == 2
     assert launcher.log_path(launcher.replicas[1]).read_text().count("--- launch") == 1
 
@@ -184,9 +184,9 @@ asyncio.run(main())
 """
 
 
-def test_servers_do_not_outlive_a_gateway_that_is_killed(tiny_model_dir: Path) -> None:
+def test_servers_do_not_outlive_a_gateway_that_is_killed(launcher_model_dir: Path) -> None:
     gateway = subprocess.Popen(
-        [sys.executable, "-c", GATEWAY_SCRIPT, str(tiny_model_dir), *TINY_SERVE_ARGS],
+        [sys.executable, "-c", GATEWAY_SCRIPT, str(launcher_model_dir), *TINY_SERVE_ARGS],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -199,4 +199,4 @@ def test_servers_do_not_outlive_a_gateway_that_is_killed(tiny_model_dir: Path) -
     finally:
         gateway.kill()
         gateway.wait()
-    assert serve_processes(tiny_model_dir) == []
+    assert serve_processes(launcher_model_dir) == []

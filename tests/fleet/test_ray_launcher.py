@@ -31,24 +31,24 @@ def running(pid: int) -> bool:
         return False
 
 
-def test_resources_are_checked_before_anything_starts(tiny_model_dir: Path) -> None:
+def test_resources_are_checked_before_anything_starts(launcher_model_dir: Path) -> None:
     with pytest.raises(ValueError, match="whole GPUs"):
-        RayLauncher(tiny_spec(tiny_model_dir, 1), gpus_per_replica=1.5)
+        RayLauncher(tiny_spec(launcher_model_dir, 1), gpus_per_replica=1.5)
     with pytest.raises(ValueError, match="CPUs"):
-        RayLauncher(tiny_spec(tiny_model_dir, 1), cpus_per_replica=0)
+        RayLauncher(tiny_spec(launcher_model_dir, 1), cpus_per_replica=0)
     tensor_parallel = RayLauncher(
-        tiny_spec(tiny_model_dir, 1, threads=None), gpus_per_replica=2, cpus_per_replica=3
+        tiny_spec(launcher_model_dir, 1, threads=None), gpus_per_replica=2, cpus_per_replica=3
     )
     assert tensor_parallel.bundle == {"CPU": 3.0, "GPU": 2.0}  # one bundle: its GPUs share a node
     assert tensor_parallel.threads_per_replica == 3
 
 
-def test_each_replica_gets_its_own_gpu_and_comes_back_when_its_server_dies(tiny_model_dir: Path) -> None:
+def test_each_replica_gets_its_own_gpu_and_comes_back_when_its_server_dies(launcher_model_dir: Path) -> None:
     ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, logging_level=logging.ERROR)
     try:
         restarted: list[Replica] = []
         launcher = RayLauncher(
-            tiny_spec(tiny_model_dir, count=2, threads=None),
+            tiny_spec(launcher_model_dir, count=2, threads=None),
             gpus_per_replica=1,
             on_restart=restarted.append,
             restart_policy=QUICK_RESTARTS,
@@ -84,17 +84,18 @@ def test_each_replica_gets_its_own_gpu_and_comes_back_when_its_server_dies(tiny_
         groups = asyncio.run(scenario())
         assert ray.is_initialized()  # the caller's Ray: the launcher leaves it up
         assert [ray.util.placement_group_table(group)["state"] for group in groups] == ["REMOVED"] * 2
-        assert serve_processes(tiny_model_dir) == []
+        assert serve_processes(launcher_model_dir) == []
     finally:
         ray.shutdown()
 
 
 def test_a_pool_no_node_can_hold_is_a_clear_error_and_a_shared_connection_stays_open(
-    tiny_model_dir: Path,
+    launcher_model_dir: Path,
 ) -> None:
+    already_running = {process.pid for process in psutil.Process().children(recursive=True)}
     connection = RayConnection()  # a local Ray instance, as `--ray` without an address starts
     launcher = RayLauncher(
-        tiny_spec(tiny_model_dir, count=1),
+        tiny_spec(launcher_model_dir, count=1),
         gpus_per_replica=64,  # more GPUs than any one node has
         startup_timeout=3,
         connection=connection,
@@ -109,7 +110,8 @@ def test_a_pool_no_node_can_hold_is_a_clear_error_and_a_shared_connection_stays_
     finally:
         connection.close()
     assert not ray.is_initialized()
-    assert not [process.pid for process in psutil.Process().children(recursive=True) if running(process.pid)]
+    started = {process.pid for process in psutil.Process().children(recursive=True)} - already_running
+    assert not [pid for pid in started if running(pid)]
 
 
 @pytest.fixture(scope="module")
@@ -128,11 +130,11 @@ def two_node_cluster() -> Iterator[Cluster]:
 
 
 def test_replicas_land_on_different_nodes_and_a_killed_actor_is_replaced(
-    tiny_model_dir: Path, two_node_cluster: Cluster
+    launcher_model_dir: Path, two_node_cluster: Cluster
 ) -> None:
     restarted: list[Replica] = []
     launcher = RayLauncher(
-        tiny_spec(tiny_model_dir, count=2, threads=None),
+        tiny_spec(launcher_model_dir, count=2, threads=None),
         address=two_node_cluster.address,
         gpus_per_replica=1,
         on_restart=restarted.append,
@@ -168,4 +170,4 @@ def test_replicas_land_on_different_nodes_and_a_killed_actor_is_replaced(
     asyncio.run(scenario())
     assert not ray.is_initialized()  # it closed the connection it opened; the cluster is still up
     assert two_node_cluster.head_node.remaining_processes_alive()
-    assert serve_processes(tiny_model_dir) == []
+    assert serve_processes(launcher_model_dir) == []
