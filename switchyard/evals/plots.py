@@ -39,7 +39,9 @@ def rates_png(run: RunFile) -> bytes:
     figure, axis = plt.subplots(figsize=(7.5, 0.45 * len(metrics) + 1.2))
     rows = np.arange(len(metrics))[::-1]
     rates = np.array([m.rate for m in metrics])
-    errors = np.clip(np.array([[m.rate - m.low for m in metrics], [m.high - m.rate for m in metrics]]), 0, None)
+    errors = np.clip(
+        np.array([[m.rate - m.low for m in metrics], [m.high - m.rate for m in metrics]]), 0, None
+    )
     colours = ["tab:red" if m.meets_threshold is False else "tab:blue" for m in metrics]
     axis.barh(rows, rates, color=colours, alpha=0.75)
     axis.errorbar(rates, rows, xerr=errors, fmt="none", ecolor="black", capsize=3, linewidth=1)

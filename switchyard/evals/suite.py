@@ -357,6 +357,8 @@ def _parse_case(raw: dict[str, Any], header: _Header) -> Case:
             for name, results in raw.get("recorded", {}).items()
         }
         tools = raw.get("tools")
+        if tools is not None and len(set(tools)) != len(tools):
+            raise ValueError(f"an agent case offers a tool twice: {tools}")
         return AgentCase(
             case_id,
             raw["input"],

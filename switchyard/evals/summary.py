@@ -16,6 +16,8 @@ from switchyard.evals.suite import Suite
 
 SUCCESS = "success"
 """The metric "every check of the case passed"."""
+BUDGETS = ("latency", "cost")
+"""Scorers whose values repeat a per-case measure (latency_s, cost): not compared a second time as scores."""
 TOOL_METRICS = ("tool_arguments", "tool_selection")
 """What "tool accuracy" reports, the first the suite has."""
 
@@ -121,7 +123,7 @@ def summarize(
         ]
         metrics[name] = _metric(name, outcomes, values, suite.thresholds.get(name))
     ran = [results[case.id] for case in suite.cases if case.id in results and results[case.id].error is None]
-    successes = [bool(result) and result.success for case in suite.cases for result in [results.get(case.id)]]
+    successes = [(result := results.get(case.id)) is not None and result.success for case in suite.cases]
     latencies = [r.latency_s for r in ran]
     return RunSummary(
         suite=suite.name,
@@ -197,8 +199,12 @@ def run_file(suite: Suite, results: Mapping[str, CaseResult], summary: RunSummar
         passed = {m: case_passes(result, m) for m in metrics}
         passed[SUCCESS] = ran and result is not None and result.success
         values = {}
-        if ran and result is not None:
-            values = {m: c.value for m, c in result.checks.items() if c.value is not None}
+        if ran and result is not None:  # latency and cost are compared from the measures themselves
+            values = {
+                m: c.value
+                for m, c in result.checks.items()
+                if c.value is not None and c.scorer not in BUDGETS
+            }
         cases[case.id] = CaseRecord(
             passed=passed,
             values=values,
