@@ -32,3 +32,14 @@ def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def import_scripted_model() -> tuple[Any, Any, Any]:
+    """The agents tests' scripted model (ScriptedModel, call, say); its folder is not a package, and the name
+    `agents` belongs to the OpenAI Agents SDK."""
+    folder = str(ROOT / "tests" / "agents")
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    import scripted_model
+
+    return scripted_model.ScriptedModel, scripted_model.call, scripted_model.say
