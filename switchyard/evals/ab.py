@@ -11,7 +11,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-from switchyard.evals.results import CaseResult
+from switchyard.evals.results import CaseResult, ResultsFile
 from switchyard.evals.runner import (
     CaseRunner,
     Job,
@@ -34,7 +34,7 @@ class AbResults:
 
 
 def interleave(
-    suite: Suite, pending: dict[str, set[str]], runners: dict[str, CaseRunner], files: dict
+    suite: Suite, pending: dict[str, set[str]], runners: dict[str, CaseRunner], files: dict[str, ResultsFile]
 ) -> list[Job]:
     """Jobs in suite order, each case's two sides adjacent, the side that goes first alternating."""
     jobs: list[Job] = []

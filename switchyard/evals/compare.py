@@ -11,7 +11,7 @@ machine's load, not only with the model.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from switchyard.evals.stats import holm, mcnemar_exact, paired_bootstrap
 from switchyard.evals.summary import SUCCESS, RunFile
@@ -43,6 +43,29 @@ class MetricChange:
     tolerance: float | None = None
     regression: bool = False
     improvement: bool = False
+    significant: bool = False
+    """Gated: significant after Holm's correction. Not gated: p < alpha alone (reported, never a regression)."""
+
+    @property
+    def verdict(self) -> str:
+        if self.regression:
+            return "REGRESSION"
+        if self.improvement:
+            return "improved"
+        if self.gated:
+            return ""
+        if self.significant:
+            return "worse (not gated)" if self.moved_the_bad_way else "better (not gated)"
+        return "(not gated)"
+
+    @property
+    def p_text(self) -> str:
+        """The p-value as printed: a bootstrap cannot tell apart values below one over its resamples."""
+        return "<1e-4" if self.kind == "mean" and self.p_value == 0 else f"{self.p_value:.3g}"
+
+    @property
+    def moved_the_bad_way(self) -> bool:
+        return self.difference < 0 if self.higher_is_better else self.difference > 0
 
 
 @dataclass(frozen=True)
@@ -177,17 +200,16 @@ def _decide(changes: list[MetricChange], alpha: float) -> list[MetricChange]:
     significant = {index for index, reject in zip(gated, rejected, strict=True) if reject}
     decided = []
     for index, change in enumerate(changes):
-        worse = change.difference < 0 if change.higher_is_better else change.difference > 0
+        worse = change.moved_the_bad_way
         if change.tolerance is not None:
             worse = change.new > change.base * (1 + change.tolerance)
-        is_significant = index in significant
+        is_significant = index in significant if change.gated else change.p_value < alpha
         decided.append(
-            MetricChange(
-                **{
-                    **change.__dict__,
-                    "regression": is_significant and worse,
-                    "improvement": is_significant and not worse and change.difference != 0,
-                }
+            replace(
+                change,
+                significant=is_significant,
+                regression=change.gated and is_significant and worse,
+                improvement=change.gated and is_significant and not worse and change.difference != 0,
             )
         )
     return decided
@@ -204,14 +226,10 @@ def format_comparison(comparison: Comparison) -> str:
         f"{'metric':<24} {'base':>8} {'new':>8} {'diff':>8}  {'95% interval':<20} {'p':>7}  verdict",
     ]
     for c in comparison.changes:
-        verdict = (
-            "REGRESSION"
-            if c.regression
-            else ("improved" if c.improvement else ("" if c.gated else "(not gated)"))
-        )
+        verdict = c.verdict
         lines.append(
             f"{c.metric:<24} {c.base:>8.4g} {c.new:>8.4g} {c.difference:>+8.4g}  [{c.low:+.4g}, {c.high:+.4g}]"
-            f"{'':<4} {c.p_value:>7.3g}  {verdict}"
+            f"{'':<4} {c.p_text:>7}  {verdict}"
         )
     found = comparison.regressions
     lines.append(

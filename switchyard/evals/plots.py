@@ -94,6 +94,8 @@ def differences_png(comparison: Comparison) -> bytes:
         for row, change in zip(rows, group, strict=True):
             scale = 1.0 if change.kind == "rate" or change.base == 0 else 1 / abs(change.base)
             colour = "tab:red" if change.regression else ("tab:green" if change.improvement else "tab:grey")
+            if not change.gated and change.significant:  # reported, not gated: lighter shades
+                colour = "tab:orange" if change.verdict.startswith("worse") else "tab:olive"
             axis.plot([change.low * scale, change.high * scale], [row, row], color=colour, linewidth=2)
             axis.plot(change.difference * scale, row, "o", color=colour)
         axis.axvline(0, color="black", linewidth=0.8)

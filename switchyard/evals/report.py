@@ -167,11 +167,7 @@ def run_html(run: RunFile, results: Mapping[str, CaseResult] | None = None) -> s
 def _change_rows(comparison: Comparison) -> list[tuple[str, ...]]:
     rows = []
     for c in comparison.changes:
-        verdict = (
-            "REGRESSION"
-            if c.regression
-            else ("improved" if c.improvement else ("–" if c.gated else "not gated"))
-        )
+        verdict = c.verdict or "–"
         counts = f"{c.worse} worse, {c.better} better" if c.worse is not None else ""
         rows.append(
             (
@@ -180,7 +176,7 @@ def _change_rows(comparison: Comparison) -> list[tuple[str, ...]]:
                 _fmt(c, c.new),
                 f"{c.difference:+.4g}",
                 f"[{c.low:+.4g}, {c.high:+.4g}]",
-                f"{c.p_value:.3g}",
+                c.p_text,
                 counts,
                 verdict,
             )

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import openai
 
@@ -30,6 +30,10 @@ from switchyard.evals.suite import AgentCase, Case, ChatCase, RagCase, Suite
 
 RESULTS_FILE = "cases.jsonl"
 CONFIG_FILE = "run-config.json"
+if TYPE_CHECKING:
+    from switchyard.agents.model import OpenAIModelClient
+    from switchyard.agents.rag.store import RagStore
+
 ENDPOINT_ERRORS: tuple[type[BaseException], ...] = (
     openai.APIError,
     AgentEndpointError,
@@ -105,8 +109,8 @@ class CaseRunner:
         self._stack = AsyncExitStack()
         self.client: openai.AsyncOpenAI | None = None
         self.agent_config: AgentConfig | None = None
-        self.agent_client: Any = None
-        self.store: Any = None
+        self.agent_client: OpenAIModelClient | None = None
+        self.store: RagStore | None = None
 
     async def __aenter__(self) -> CaseRunner:
         self.client = await self._stack.enter_async_context(self.settings.endpoint.client())
@@ -141,10 +145,11 @@ class CaseRunner:
                 case, self.client, endpoint.model, self.settings.case_params(case), prices
             )
         if isinstance(case, AgentCase):
-            assert self.agent_config is not None
+            assert self.agent_config is not None and self.agent_client is not None
             return await run_agent_case(case, self.agent_config, endpoint.model, self.agent_client, prices)
         from switchyard.evals.rag_case import run_rag_case
 
+        assert self.store is not None
         return await run_rag_case(
             case,
             self.suite.rag,
