@@ -73,15 +73,20 @@ def simulated_tool(tool: ToolConfig, recordings: Sequence[Recording], rng: rando
     """A tool that answers from `recordings` (the case's first), else from its live implementation, else with
     an error result naming the missing recording."""
 
+    live = None
+    if tool.implementation == "demo":
+        from switchyard.agents.demo import DemoWorld
+
+        live = DemoWorld().world
+
     def answer(**arguments: Any) -> Any:
         recording = _recording_for(recordings, arguments)
         if recording is not None:
             return recording.result
-        if tool.implementation == "demo":
-            from switchyard.agents.demo import DemoWorld
+        if live is not None:
             from switchyard.agents.demo_world import run_tool
 
-            return run_tool(DemoWorld().world, tool.name, arguments, rng)
+            return run_tool(live, tool.name, arguments, rng)
         return {"error": NO_RECORDING}
 
     return FunctionTool(

@@ -28,13 +28,16 @@ class MissingCollectionError(ValueError):
     """A RAG case names a collection neither the suite ships nor the given store holds."""
 
 
-def open_store(settings: RagSettings, embedder: Embedder, path: Path, needed: set[str]) -> RagStore:
-    """The store at `path`, with the suite's collections ingested; every needed collection must be there."""
+def open_store(
+    settings: RagSettings, embedder: Embedder, path: Path, needed: set[str], ingest: bool = True
+) -> RagStore:
+    """The store at `path`, with the suite's collections ingested (unless `ingest` is False: a user's own store
+    is only read); every needed collection must be there."""
     store = RagStore(
         embedder, path, ChunkingConfig(max_chars=settings.chunk_chars, overlap_chars=settings.overlap_chars)
     )
     for name, folder in settings.collections.items():
-        if name in needed:
+        if ingest and name in needed:
             report = store.ingest([folder], name)
             if report.errors:
                 raise MissingCollectionError(f"collection {name!r}: {report.errors[0]}")

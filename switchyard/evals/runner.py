@@ -130,7 +130,8 @@ class CaseRunner:
 
             needed = {case.collection for case in self.suite.cases if isinstance(case, RagCase)}
             path = self.settings.rag_db or self.workdir / "rag.db"
-            self.store = open_store(self.suite.rag, self.scoring.embedder(), path, needed)
+            ingest = self.settings.rag_db is None
+            self.store = open_store(self.suite.rag, self.scoring.embedder(), path, needed, ingest)
             self._stack.callback(self.store.close)
         return self
 
