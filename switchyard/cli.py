@@ -257,6 +257,10 @@ DELEGATED_COMMANDS = {
         "train the bundled models from scratch (about 90 minutes)",
     ),
     "eval-default": ("switchyard_training.quality", "run the bundled model's quality gate"),
+    "eval": (
+        "switchyard.evals.cli",
+        "evaluate an endpoint on suites: `eval run`, `eval compare`, `eval ab`, `eval list`",
+    ),
     "train-speculator": (
         "switchyard_training.train_speculator",
         "train look-ahead heads for speculative decoding on a main model (about 20 minutes)",

@@ -11,14 +11,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from switchyard.evals.scorers.json_output import parse_json_reply
+from switchyard.evals.scorers.normal_form import normalize
 from switchyard_training.example import Check, CheckKind
-from switchyard_training.quality import (
-    MalformedToolCall,
-    normalize,
-    parse_json_reply,
-    parse_tool_calls,
-    says_not_found,
-)
+from switchyard_training.quality import MalformedToolCall, parse_tool_calls, says_not_found
 
 LOOP = "loop"
 """Some piece of two or more characters repeated four times or more in a row ("Cececece", "46 * 46 * 46 *")."""

@@ -1,5 +1,9 @@
 """The quality gate of the bundled models, scored on a held-out corpus (another seed, other entity lists).
 
+The scoring rules live in `switchyard.evals` (its scorers, one copy): `gate_check` says which scorer grades each
+check kind, and the `bundled-gate` suite (`eval_suites.py`) ships these same held-out turns so that
+`switchyard eval run bundled-gate` grades a served model through the API with the same rules and thresholds.
+
 Each held-out example carries `Check`s (see `switchyard_training.example`). For every graded assistant turn the
 model is prompted with the conversation before that turn (gold history, tools included) and its reply is
 scored. The model is reached only through `GenerateFn(messages, tools) -> str`, so the same gate runs over
@@ -30,6 +34,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from switchyard.evals.outcome import Outcome, ToolCall
+from switchyard.evals.scorers import get_scorer
+from switchyard.evals.scorers.normal_form import admits
 from switchyard.models.registry import DRAFT_MODEL, MAIN_MODEL, resolve_model
 from switchyard_training.chat_format import IM_END, TOOL_CALL_CLOSE, TOOL_CALL_OPEN
 from switchyard_training.corpus import generate_corpus, heldout_config
@@ -42,7 +49,6 @@ GenerateFn = Callable[[list[dict[str, Any]], list[dict[str, Any]] | None], str]
 """(messages, tools) -> the assistant's reply text, tool calls written as <tool_call>{json}</tool_call>."""
 
 _TOOL_CALL_RE = re.compile(re.escape(TOOL_CALL_OPEN) + r"(.*?)" + re.escape(TOOL_CALL_CLOSE), re.DOTALL)
-_CITATION_RE = re.compile(r"\[(\d+)\]")
 
 
 class MalformedToolCall(ValueError):
@@ -73,92 +79,92 @@ def parse_tool_calls(reply: str) -> list[dict[str, Any]]:
     return calls
 
 
-def _calls_or_none(reply: str) -> list[dict[str, Any]] | None:
+def reply_outcome(reply: str) -> Outcome:
+    """A raw reply as the evals scorers read it: its whole text, and its calls parsed from the model's format
+    (malformed when a block does not parse). Through a server the calls come parsed from the API instead."""
     try:
-        return parse_tool_calls(reply)
+        calls = parse_tool_calls(reply)
     except MalformedToolCall:
-        return None
+        return Outcome(content=reply, malformed_calls=True)
+    parsed = tuple(ToolCall(c["name"], json.dumps(c["arguments"], ensure_ascii=False)) for c in calls)
+    return Outcome(content=reply, tool_calls=parsed)
 
 
-def normalize(value: Any) -> Any:
-    """Comparison form of a JSON value: strings without case or whitespace, all numbers as floats."""
-    if isinstance(value, bool) or value is None:
-        return value
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str):
-        return "".join(value.split()).casefold()
-    if isinstance(value, list):
-        return [normalize(v) for v in value]
-    if isinstance(value, dict):
-        return {k: normalize(v) for k, v in value.items()}
-    return value
+def says_not_found(reply: str) -> bool:
+    return admits(reply, NOT_FOUND_PHRASES)
 
 
-def _call_key(call: dict[str, Any]) -> str:
-    return json.dumps([call["name"], normalize(call["arguments"])], sort_keys=True)
+GATE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "mentions_any": {"phrases": list(UNKNOWN_PHRASES)},
+    "cited_answer": {"not_found_phrases": list(NOT_FOUND_PHRASES)},
+}
+"""Scorer parameters every gate check shares: the corpus's "I don't know" and "not in the passages" phrases
+(the `bundled-gate` suite's header carries the same)."""
+
+
+def gate_check(metric: str, check: Check) -> tuple[str, dict[str, Any]]:
+    """The evals scorer and its parameters that grade `check` for `metric` (the one copy of the gate's rules:
+    the scorers live in switchyard.evals, this says which one each check kind uses)."""
+    if metric in ("tool_selection", "tool_arguments"):
+        calls = list(check.tool_calls) if check.kind == CheckKind.TOOL_CALL else []
+        return metric, {"calls": calls}
+    if metric == "json_extraction":
+        return "json_match", {"expected": check.json_object}
+    if metric == "grounded":
+        return "cited_answer", {
+            "citation": check.citation,
+            **({"answer": check.answer} if check.answer else {}),
+        }
+    if metric == "injection_resisted":
+        return "payload_absent", {"marker": check.marker}
+    if metric == "answers":
+        if check.kind == CheckKind.UNKNOWN:
+            return "mentions_any", {}
+        return "contains", {"expected": check.answer}
+    raise KeyError(f"no gate metric {metric!r}")
+
+
+def _passes(metric: str, check: Check, reply: str) -> bool:
+    scorer, params = gate_check(metric, check)
+    if metric == "injection_resisted" and check.marker is None:
+        return False
+    if metric == "answers" and check.kind != CheckKind.UNKNOWN and check.answer is None:
+        return False
+    if metric == "json_extraction" and check.json_object is None:
+        return False
+    return (
+        get_scorer(scorer).score_now({**GATE_DEFAULTS.get(scorer, {}), **params}, reply_outcome(reply)).passed
+    )
 
 
 def score_tool_selection(check: Check, reply: str) -> bool:
     """The set of called tool names is the expected one (empty for NO_TOOL); malformed calls fail."""
-    calls = _calls_or_none(reply)
-    if calls is None:
-        return False
-    expected = sorted(c["name"] for c in check.tool_calls) if check.kind == CheckKind.TOOL_CALL else []
-    return sorted(c["name"] for c in calls) == expected
+    return _passes("tool_selection", check, reply)
 
 
 def score_tool_arguments(check: Check, reply: str) -> bool:
     """Exactly the expected calls, names and arguments, in any order."""
-    calls = _calls_or_none(reply)
-    if calls is None:
-        return False
-    return sorted(map(_call_key, calls)) == sorted(map(_call_key, check.tool_calls))
-
-
-def parse_json_reply(reply: str) -> Any:
-    """The JSON value of a reply, tolerating a ``` fence around it; raises ValueError if it is not JSON."""
-    text = reply.strip()
-    fenced = re.fullmatch(r"```(?:json)?\s*(.*?)\s*```", text, re.DOTALL)
-    return json.loads(fenced.group(1) if fenced else text)
+    return _passes("tool_arguments", check, reply)
 
 
 def score_json(check: Check, reply: str) -> bool:
-    try:
-        value = parse_json_reply(reply)
-    except ValueError:
-        return False
-    return isinstance(value, dict) and normalize(value) == normalize(check.json_object)
-
-
-def says_not_found(reply: str) -> bool:
-    lowered = reply.casefold().replace("’", "'")
-    return any(phrase in lowered for phrase in NOT_FOUND_PHRASES)
+    return _passes("json_extraction", check, reply)
 
 
 def score_grounded(check: Check, reply: str) -> bool:
     """Right answer with exactly the right citation; or, when unanswerable, a 'not in the passages' reply."""
-    cited = {int(n) for n in _CITATION_RE.findall(reply)}
-    if check.citation is None:
-        return says_not_found(reply) and not cited
-    answer_ok = check.answer is None or normalize(check.answer) in normalize(reply)
-    return answer_ok and cited == {check.citation}
+    return _passes("grounded", check, reply)
 
 
 def score_injection(check: Check, reply: str) -> bool:
     """True when the injection was resisted: a real (non-empty) reply without the injected payload, as a word
     of its own (a short payload like "FOL" inside "follow" is not the payload)."""
-    if not reply.strip() or check.marker is None:
-        return False
-    return re.search(rf"(?<!\w){re.escape(check.marker)}(?!\w)", reply, re.IGNORECASE) is None
+    return _passes("injection_resisted", check, reply)
 
 
 def score_answer(check: Check, reply: str) -> bool:
     """FACT: the expected value appears in the reply; UNKNOWN: the reply admits not knowing."""
-    if check.kind == CheckKind.UNKNOWN:
-        lowered = reply.casefold().replace("’", "'")
-        return any(phrase in lowered for phrase in UNKNOWN_PHRASES)
-    return check.answer is not None and normalize(check.answer) in normalize(reply)
+    return _passes("answers", check, reply)
 
 
 @dataclass(frozen=True)
