@@ -62,7 +62,13 @@ class EventLog:
         """Commit `event` (unless inside `write_lock`, whose end commits it); False when it was already there.
 
         LedgerConflictError when its id is taken by a different event, or its spend is settled already to
-        another amount."""
+        another amount, or names a logged event that is not a spend of its tenant."""
+        if isinstance(event, Settle):
+            spend = self.get(event.spend_id)
+            if spend is not None and not (isinstance(spend, Spend) and spend.tenant == event.tenant):
+                raise LedgerConflictError(
+                    f"settlement {event.event_id!r} names {spend!r}, not a spend of its tenant"
+                )
         cursor = self._execute(
             "INSERT INTO ledger_events (event_id, kind, tenant, amount, at, expires_at, spend_id, note) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",

@@ -86,6 +86,11 @@ def test_a_resent_event_is_recorded_once_and_a_reused_id_is_refused(tmp_path: Pa
         ledger.record(Settle("s/settle", "acme", "s", 4, at=9))
     with pytest.raises(LedgerConflictError):  # a second settlement of one spend, under another id
         ledger.record(Settle("other", "acme", "s", 4, at=9))
+    ledger.record(Spend("s2", "acme", 0, at=1))
+    with pytest.raises(LedgerConflictError):  # a settlement must name a spend of its own tenant
+        ledger.record(Settle("s2/settle", "globex", "s2", 0, at=9))
+    with pytest.raises(LedgerConflictError):
+        ledger.record(Settle("g/settle", "acme", "g", 0, at=9))
     assert ledger.balance("acme", 10) == 7
     assert ledger.event("s/settle") == Settle("s/settle", "acme", "s", 3, at=5)
 
