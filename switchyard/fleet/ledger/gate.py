@@ -14,7 +14,8 @@ what the replica did, and the reservation is what the tenant was admitted for.
 
 Both calls are coroutines: the blocking SQLite commit (an fsync) runs in a worker thread, not on the event
 loop. Once `settle` is called, the settlement completes even if the awaiting task is then cancelled (a client
-that disconnects): it is shielded, and the thread runs to the end. `reserve_blocking` and `settle_blocking`
+that disconnects): it is shielded, and the thread runs to the end. A `reserve` whose caller is cancelled
+releases what it held. `reserve_blocking` and `settle_blocking`
 are the same on the calling thread.
 """
 
@@ -76,7 +77,14 @@ class CreditGate:
     async def reserve(self, tenant: str, model: str, prompt_tokens: int, max_tokens: int) -> Reservation:
         """Hold the request's worst-case cost; InsufficientQuotaError (429) when the balance does not cover it,
         UnpricedModelError when the model has no price."""
-        return await asyncio.to_thread(self.reserve_blocking, tenant, model, prompt_tokens, max_tokens)
+        held = asyncio.ensure_future(
+            asyncio.to_thread(self.reserve_blocking, tenant, model, prompt_tokens, max_tokens)
+        )
+        try:
+            return await asyncio.shield(held)
+        except asyncio.CancelledError:
+            held.add_done_callback(self._release_unclaimed)
+            raise
 
     async def settle(self, reservation: Reservation, usage: TokenUsage) -> Settlement:
         """Charge what the request used instead of the reservation; settling again with the same usage is a
@@ -126,6 +134,12 @@ class CreditGate:
         )
         self.ledger.record(settlement)
         return Settlement(reservation=reservation, usage=usage, amount=amount)
+
+    def _release_unclaimed(self, held: asyncio.Future[Reservation]) -> None:
+        """Settle to nothing a reservation whose requester was cancelled before it got it (else it stays held)."""
+        if held.cancelled() or held.exception() is not None:
+            return
+        asyncio.get_running_loop().run_in_executor(None, self.settle_blocking, held.result(), TokenUsage())
 
     def balance(self, tenant: str) -> int:
         """The tenant's balance now, in micro-credits (reservations not yet settled count at their amount)."""

@@ -143,6 +143,24 @@ def test_a_settlement_whose_caller_is_cancelled_still_lands(gate: CreditGate) ->
     assert gate.balance("acme") == 12_000 - (10 * 2 + 3 * 6)
 
 
+def test_a_reservation_whose_caller_is_cancelled_is_released(gate: CreditGate) -> None:
+    async def scenario() -> None:
+        task = asyncio.create_task(gate.reserve("acme", "chat", prompt_tokens=0, max_tokens=1000))
+        await asyncio.sleep(0)  # the reservation is under way in its thread
+        task.cancel()  # the client went away while it was admitted
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        for _ in range(500):  # the release runs in a worker thread once the reservation lands
+            entries = gate.ledger.history("acme", math.inf)
+            if len(entries) == 2 and entries[1].settled:
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError(f"the reservation was never released: {entries}")
+
+    asyncio.run(scenario())
+    assert gate.balance("acme") == 12_000
+
+
 def test_settling_twice_is_harmless_and_settling_differently_is_refused(
     gate: CreditGate, clock: FakeClock
 ) -> None:
