@@ -275,6 +275,10 @@ DELEGATED_COMMANDS = {
         "switchyard.fleet.cli",
         "route and balance across many replicas behind one OpenAI-compatible gateway (`fleet serve`)",
     ),
+    "credits": (
+        "switchyard.fleet.ledger.cli",
+        "the gateway's credits ledger: grant credit to tenants, read balances and history (`--at TIME`)",
+    ),
     "agent": ("switchyard.agents.cli", "agent runtime: `switchyard agent demo` runs a tool-using assistant"),
     "rag": ("switchyard.agents.rag.cli", "ingest documents into collections and query them with sources"),
 }

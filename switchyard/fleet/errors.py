@@ -64,6 +64,25 @@ class GatewayDrainingError(SwitchyardError):
     """The gateway is shutting down and admits no new requests."""
 
 
+class InsufficientQuotaError(SwitchyardError):
+    """The tenant's credit does not cover the request's reservation (prompt + max_tokens at the model's price)."""
+
+    def __init__(self, tenant: str, needed: str, available: str) -> None:
+        self.tenant = tenant
+        super().__init__(
+            f"You exceeded your current quota: this request reserves {needed} credits (its prompt and max_tokens "
+            f"at the model's price) and tenant `{tenant}` has {available}. Ask for a grant, or lower max_tokens."
+        )
+
+
+class UnpricedModelError(SwitchyardError):
+    """The gateway charges credits but has no price for the model the request names."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        super().__init__(f"The model `{model}` has no price, so this gateway cannot charge for it.")
+
+
 @dataclass(frozen=True)
 class ErrorInfo:
     status: int
@@ -113,6 +132,18 @@ def describe(exc: BaseException) -> ErrorInfo:
             code="no_healthy_replica",
             headers=retry_after_header(exc.retry_after),
         )
+    if isinstance(exc, InsufficientQuotaError):
+        # OpenAI's answer when an account is out of credit; `x-should-retry: false` stops the official client
+        # from retrying a 429 that waiting will not fix.
+        return ErrorInfo(
+            429,
+            "insufficient_quota",
+            str(exc),
+            code="insufficient_quota",
+            headers={"x-should-retry": "false"},
+        )
+    if isinstance(exc, UnpricedModelError):
+        return ErrorInfo(400, "invalid_request_error", str(exc), param="model", code="model_not_priced")
     if isinstance(exc, GatewayDrainingError):
         return ErrorInfo(503, "service_unavailable_error", str(exc), code="shutting_down")
     logger.error("unexpected error in the gateway", exc_info=exc)
