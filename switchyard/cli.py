@@ -271,6 +271,10 @@ DELEGATED_COMMANDS = {
         "switchyard.fleet.cli",
         "route and balance across many replicas behind one OpenAI-compatible gateway (`fleet serve`)",
     ),
+    "tenants": (
+        "switchyard.fleet.tenancy.cli",
+        "the fleet gateway's tenants: API keys, rate limits, models, priority and weight",
+    ),
     "agent": ("switchyard.agents.cli", "agent runtime: `switchyard agent demo` runs a tool-using assistant"),
     "rag": ("switchyard.agents.rag.cli", "ingest documents into collections and query them with sources"),
 }
