@@ -47,9 +47,11 @@ class FleetRuntime:
         launcher_factory: LauncherFactory | None = None,
         clock: Callable[[], float] = time.monotonic,
         hooks: AdmissionHooks | None = None,
+        limits_clock: Callable[[], float] | None = None,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
-        """`hooks`: called around every admitted request (see admission_hooks.py); `wall_clock` dates usage."""
+        """`hooks`: called around every admitted request (see admission_hooks.py); `limits_clock` times the
+        keys' buckets and the response cache's expiry (default `clock`); `wall_clock` dates usage."""
         self.config = config
         self.created = int(time.time())
         self.pools = {

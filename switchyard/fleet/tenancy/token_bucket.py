@@ -7,6 +7,10 @@ clock reading per call), so the bucket is exact under a fake clock.
 
 from __future__ import annotations
 
+_ROUNDING = 1e-9
+"""Units a bucket may be short and still count as full enough: refilling for exactly the wait it announced
+must be enough, whatever the floating-point rounding of rate x time."""
+
 
 class TokenBucket:
     def __init__(self, capacity: float, per_second: float, now: float, level: float | None = None) -> None:
@@ -33,7 +37,7 @@ class TokenBucket:
         so a request larger than the bucket is not refused for ever."""
         needed = min(amount, self.capacity)
         missing = needed - self.level(now)
-        return max(missing, 0.0) / self.per_second
+        return missing / self.per_second if missing > _ROUNDING else 0.0
 
     def take(self, amount: float, now: float) -> None:
         """Draw `amount` units (the level may go below zero); a negative amount gives units back, up to full."""
