@@ -68,14 +68,15 @@ class FleetRuntime:
                 )
         self.launchers: dict[str, ReplicaLauncher] = {}
         self.metrics = FleetMetrics(list(self.pools.values()), self.restarts, config.prices)
+        limits_clock = limits_clock or clock
         self.tenancy = (
-            Tenancy(open_database(config.tenants_db), clock, wall_clock)
+            Tenancy(open_database(config.tenants_db), limits_clock, wall_clock)
             if config.tenants_db is not None
             else None
         )
         """Tenants, keys, limits and usage; None when the gateway serves without tenancy."""
         self.cache = (
-            ResponseCache(config.response_cache, clock) if config.response_cache is not None else None
+            ResponseCache(config.response_cache, limits_clock) if config.response_cache is not None else None
         )
         self._hooks = hooks
         self._weights_dir: Path | None = None
