@@ -1,8 +1,10 @@
-"""The tenants database on a real SQLite file: keys stored hashed, rotation, limits, and usage sums."""
+"""The tenants database: keys stored hashed, rotation, limits, and usage sums, on a real SQLite file and, when
+$SWITCHYARD_TEST_POSTGRES_URL names a database to use (its tables are dropped), on PostgreSQL."""
 
 from __future__ import annotations
 
-import sqlite3
+import importlib.util
+import os
 from pathlib import Path
 
 import pytest
@@ -15,26 +17,38 @@ from switchyard.fleet.tenancy.store import TenantExistsError, TenantNotFoundErro
 from switchyard.fleet.tenancy.usage_log import UsageLog
 from switchyard.fleet.usage import TokenUsage
 
+POSTGRES_URL = os.environ.get("SWITCHYARD_TEST_POSTGRES_URL")
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where a test's database is: a fresh SQLite file, or the test PostgreSQL database emptied."""
+    if request.param == "sqlite":
+        return str(tmp_path / "tenants.db")
+    if POSTGRES_URL is None or importlib.util.find_spec("psycopg") is None:
+        pytest.skip("set SWITCHYARD_TEST_POSTGRES_URL (and install the postgres extra) to test PostgreSQL")
+    database = open_database(POSTGRES_URL)
+    for table in ("usage_minutes", "api_keys", "tenants"):
+        database.execute(f"DROP TABLE IF EXISTS {table}")
+    database.close()
+    return POSTGRES_URL
+
 
 @pytest.fixture
-def db_path(tmp_path: Path) -> Path:
-    return tmp_path / "tenants.db"
+def store(location: str) -> TenantStore:
+    return TenantStore(open_database(location), clock=lambda: 1_700_000_000.0)
 
 
-@pytest.fixture
-def store(db_path: Path) -> TenantStore:
-    return TenantStore(open_database(db_path), clock=lambda: 1_700_000_000.0)
-
-
-def test_a_key_is_shown_once_and_stored_only_as_its_hash(store: TenantStore, db_path: Path) -> None:
+def test_a_key_is_shown_once_and_stored_only_as_its_hash(store: TenantStore, location: str) -> None:
     issued = store.add("alice", limits=KeyLimits(requests_per_minute=5), models=["chat"])
     assert issued.key.startswith(KEY_PREFIX) and len(issued.key) > 40
     assert issued.record.key_hash == key_hash(issued.key)
-    raw = b"".join(p.read_bytes() for p in db_path.parent.iterdir() if p.name.startswith("tenants.db"))
-    assert issued.key.encode() not in raw
-    with sqlite3.connect(db_path) as connection:
-        (stored,) = connection.execute("SELECT key_hash FROM api_keys").fetchone()
-    assert stored == key_hash(issued.key)
+    if not location.startswith("postgres"):
+        folder = Path(location).parent
+        raw = b"".join(p.read_bytes() for p in folder.iterdir() if p.name.startswith("tenants.db"))
+        assert issued.key.encode() not in raw
+    (stored,) = open_database(location).execute("SELECT key_hash FROM api_keys")
+    assert stored == (key_hash(issued.key),)
     caller = store.resolve(issued.key)
     assert caller is not None and caller.tenant.name == "alice"
     assert caller.key.limits == KeyLimits(requests_per_minute=5)
@@ -81,17 +95,17 @@ def test_names_are_unique_and_checked(store: TenantStore) -> None:
     assert [listing.tenant.name for listing in store.list()] == ["alice"]
 
 
-def test_a_second_connection_sees_changes_at_once(store: TenantStore, db_path: Path) -> None:
-    """The CLI and the gateway are two processes on one file: a rotation is visible to the other at once."""
+def test_a_second_connection_sees_changes_at_once(store: TenantStore, location: str) -> None:
+    """The CLI and the gateway are two processes on one database: a rotation is visible to the other at once."""
     issued = store.add("alice")
-    gateway_view = TenantStore(open_database(db_path))
+    gateway_view = TenantStore(open_database(location))
     assert gateway_view.resolve(issued.key) is not None
     store.rotate_key("alice")
     assert gateway_view.resolve(issued.key) is None
 
 
-def test_usage_sums_by_tenant_and_model_over_a_span(db_path: Path) -> None:
-    log = UsageLog(open_database(db_path))
+def test_usage_sums_by_tenant_and_model_over_a_span(location: str) -> None:
+    log = UsageLog(open_database(location))
     minute = 1_700_000_040.0
     log.record("alice", "chat", minute + 1, TokenUsage(10, 4, 5), cost=0.5)
     log.record("alice", "chat", minute + 59, TokenUsage(20, 0, 7), cost=0.25)
