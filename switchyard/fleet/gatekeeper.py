@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -87,7 +85,6 @@ class Gatekeeper:
         tenancy: Tenancy | None = None,
         cache: ResponseCache | None = None,
         hooks: AdmissionHooks | None = None,
-        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._proxy = proxy
         self._metrics = metrics
@@ -95,7 +92,7 @@ class Gatekeeper:
         self._tenancy = tenancy
         self._cache = cache
         self._hooks: AdmissionHooks = hooks if hooks is not None else NoAdmissionHooks()
-        self._clock = clock
+        self._hooked = hooks is not None
 
     async def forward(self, pool: Pool, request: GateRequest) -> Response:
         call, caller = request.call, request.caller
@@ -130,11 +127,17 @@ class Gatekeeper:
             if lease is not None:
                 lease.release()
             raise
+        storing = key is not None and self._stores(request)
+        if caller is None and not storing and not self._hooked:
+            # Nothing counts this request's tokens: no meter on its way (no parsing of each event).
+            response = await self._proxy.forward(pool, call)
+            if self._cache is not None:
+                response.headers[CACHE_HEADER] = lookup
+            return response
         hide_usage = False
         if caller is not None:
             forwarded = tenant_body(call.fields.body, call.endpoint, caller.tenant)
             call, hide_usage = replace(call, body=forwarded.body), forwarded.hide_usage_chunk
-        storing = key is not None and self._stores(request)
         meter = UsageMeter(
             on_output_tokens=lease.charge_output if lease is not None else _ignore,
             drop_usage_chunk=hide_usage,

@@ -120,7 +120,7 @@ class FleetRuntime:
             self._client, self.metrics, config.max_attempts, config.health_timeout, self._clock
         )
         self._gatekeeper = Gatekeeper(
-            self._proxy, self.metrics, config.prices, self.tenancy, self.cache, self._hooks, self._clock
+            self._proxy, self.metrics, config.prices, self.tenancy, self.cache, self._hooks
         )
         for pool_config in config.pools:
             if pool_config.launch is None:

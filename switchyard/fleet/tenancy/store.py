@@ -137,9 +137,6 @@ class TenantStore:
         record = _key_record(rows[0])
         return Caller(tenant=self._tenant(record.tenant), key=record)
 
-    def tenant(self, name: str) -> Tenant:
-        return self._tenant(name)
-
     def _issue(self, tenant: str, limits: KeyLimits, models: frozenset[str] | None, now: float) -> IssuedKey:
         key = new_api_key()
         record = ApiKeyRecord(

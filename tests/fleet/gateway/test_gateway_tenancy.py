@@ -335,3 +335,22 @@ def test_a_non_streamed_answer_is_settled_to_the_replicas_usage(tenancy: Tenancy
     chat(client, "hi", model="recorded")
     wait_for(lambda: len(tenancy.hooks.settled_for("exact")) == 1, 30, "the request to settle")
     assert tenancy.hooks.settled_for("exact") == [TokenUsage(PROMPT_TOKENS, 0, OUTPUT_TOKENS)]
+
+
+def test_without_tenancy_the_cache_keeps_clients_keys_apart_and_hooks_see_the_default_tenant(
+    replicas: Replicas,
+) -> None:
+    hooks = RecordingHooks()
+    config = gateway_config({"tiny": [replicas.a.url]}, response_cache=ResponseCacheConfig(ttl=CACHE_TTL))
+    gateway = start_gateway(config, hooks=hooks)
+    try:
+        gateway.wait_all_healthy()
+        first, second = gateway.client(api_key="client-one"), gateway.client(api_key="client-two")
+        assert chat(first, "Keys apart", temperature=0).headers["x-switchyard-cache"] == "miss"
+        assert chat(first, "Keys apart", temperature=0).headers["x-switchyard-cache"] == "hit"
+        assert chat(second, "Keys apart", temperature=0).headers["x-switchyard-cache"] == "miss"
+        wait_for(lambda: len(hooks.settled) == 2, 30, "both replica answers to settle")
+        assert {request.tenant for request, _ in hooks.settled} == {"default"}
+        assert all(usage.output_tokens > 0 for _, usage in hooks.settled)
+    finally:
+        gateway.stop()
