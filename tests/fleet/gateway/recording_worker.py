@@ -20,6 +20,7 @@ OUTPUT_TOKENS = 3
 class RecordingWorker:
     def __init__(self, cut_after: int = 4) -> None:
         self.bodies: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
         self.cut_after = cut_after
         worker = self
 
@@ -35,6 +36,7 @@ class RecordingWorker:
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["content-length"])))
                 worker.bodies.append(body)
+                worker.headers.append({name.lower(): value for name, value in self.headers.items()})
                 if body.get("stream"):
                     self._cut_stream()
                     return

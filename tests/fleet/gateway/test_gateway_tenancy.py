@@ -189,6 +189,7 @@ def test_the_tenant_and_its_priority_reach_the_replica(tenancy: Tenancy, replica
     chat(client, "hi", model="recorded", user="mallory", extra_body={"priority": -100})
     body = tenancy.worker.bodies[-1]
     assert (body["user"], body["priority"]) == ("prio", -2)  # the client's own claims were replaced
+    assert "authorization" not in tenancy.worker.headers[-1]  # the tenant's key stays at the gateway
     chat(client, "Tell me a story", max_tokens=4)
 
     def replica_tokens() -> float:
