@@ -279,6 +279,10 @@ DELEGATED_COMMANDS = {
         "switchyard.fleet.ledger.cli",
         "the gateway's credits ledger: grant credit to tenants, read balances and history (`--at TIME`)",
     ),
+    "tenants": (
+        "switchyard.fleet.tenancy.cli",
+        "the fleet gateway's tenants: API keys, rate limits, models, priority and weight",
+    ),
     "agent": ("switchyard.agents.cli", "agent runtime: `switchyard agent demo` runs a tool-using assistant"),
     "rag": ("switchyard.agents.rag.cli", "ingest documents into collections and query them with sources"),
 }

@@ -14,18 +14,9 @@ from typing import Any
 from switchyard.errors import SwitchyardError
 from switchyard.extras import install_hint, require_extra
 
-HOME_ENV = "SWITCHYARD_HOME"
-"""Environment variable naming where Switchyard keeps its state (default `~/.switchyard`)."""
-
 
 class StoreError(SwitchyardError):
     """A memory or document store cannot be opened or used (missing extension, corrupt file, bad name)."""
-
-
-def switchyard_home() -> Path:
-    """`$SWITCHYARD_HOME`, or `~/.switchyard` when unset."""
-    value = os.environ.get(HOME_ENV)
-    return Path(value).expanduser() if value else Path.home() / ".switchyard"
 
 
 def _sqlite_module() -> Any:

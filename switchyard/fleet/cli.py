@@ -5,6 +5,7 @@
     switchyard fleet serve --replicas 2 switchyard-chat -- --dtype float32 --max-model-len 2048
     switchyard fleet serve --replicas 4 switchyard-chat --ray --gpus-per-replica 1
     switchyard fleet serve --config fleet.toml
+    switchyard fleet serve --worker http://a:8000@chat --tenants-db ~/.switchyard/tenants.db --response-cache
 
 Flags given on the command line win over the file's settings, pool settings (--policy, --max-queue,
 --max-in-flight-per-replica) for every pool.
@@ -25,8 +26,11 @@ from urllib.parse import urlsplit
 from switchyard.extras import MissingExtraError, require_extra
 from switchyard.fleet.config import FleetConfig, LaunchConfig, PoolConfig, load_fleet_config
 from switchyard.fleet.errors import FleetConfigError
+from switchyard.fleet.ledger.config import default_ledger_path
 from switchyard.fleet.policies import POLICIES
 from switchyard.fleet.replicas.base import ReplicaSpec
+from switchyard.fleet.response_cache import ResponseCacheConfig
+from switchyard.fleet.tenancy.database import TenantsDatabaseError, default_tenants_db
 
 API_KEY_ENV = "SWITCHYARD_FLEET_API_KEY"
 """Where the gateway reads its own API key when --api-key is not given."""
@@ -160,6 +164,41 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="seconds requests in flight get to finish after SIGTERM (30)",
     )
+    tenancy = serve.add_argument_group("tenants and the response cache")
+    tenancy.add_argument(
+        "--tenants-db",
+        nargs="?",
+        const=str(default_tenants_db()),
+        default=None,
+        metavar="PATH_OR_URL",
+        help="turn tenancy on: every /v1 request needs a tenant's key (see `switchyard tenants`), keys' limits "
+        "apply (429 + Retry-After), usage is recorded (GET /v1/usage); a SQLite file (default "
+        "$SWITCHYARD_HOME/tenants.db) or a postgresql:// URL. --api-key is then the operators' key",
+    )
+    tenancy.add_argument(
+        "--credits-db",
+        nargs="?",
+        const=str(default_ledger_path()),
+        default=None,
+        metavar="PATH",
+        help="turn the credit check on (per tenant with --tenants-db, else for tenant `default`; every pool needs a "
+        "[prices.MODEL] in --config): a "
+        "request is admitted only if its tenant's credit covers prompt + max_tokens at the model's price "
+        "(429 insufficient_quota), and is charged what it used; the ledger file (default "
+        "$SWITCHYARD_HOME/ledger.db; see `switchyard credits`)",
+    )
+    tenancy.add_argument(
+        "--response-cache",
+        action="store_true",
+        help="answer repeated deterministic requests (temperature 0 or a seed) of the same tenant from the "
+        "gateway; `Cache-Control: no-cache` bypasses it",
+    )
+    tenancy.add_argument(
+        "--response-cache-ttl", type=float, default=None, help="seconds a cached answer lives (300)"
+    )
+    tenancy.add_argument(
+        "--response-cache-entries", type=int, default=None, help="answers the cache holds at most (4096)"
+    )
     gateway.add_argument("-v", "--verbose", action="store_true", help="log routing and health changes")
     return parser
 
@@ -184,9 +223,30 @@ def config_from_args(args: argparse.Namespace, serve_args: Sequence[str]) -> Fle
         settings["api_key"] = api_key
     if worker_key:
         settings["worker_api_key"] = worker_key
+    if args.tenants_db is not None:
+        settings["tenants_db"] = args.tenants_db
+    if args.credits_db is not None:
+        settings["credits_db"] = args.credits_db
+    cache = _cache_from_args(args, base.response_cache if base is not None else None)
+    if cache is not None:
+        settings["response_cache"] = cache
     if base is not None:
         return dataclasses.replace(base, pools=tuple(pools), **settings)
     return FleetConfig(pools=tuple(pools), **settings)
+
+
+def _cache_from_args(
+    args: argparse.Namespace, configured: ResponseCacheConfig | None
+) -> ResponseCacheConfig | None:
+    """The file's [response_cache] with the flags' changes; the flags alone turn it on too."""
+    changes = {
+        field: value
+        for field, value in (("ttl", args.response_cache_ttl), ("max_entries", args.response_cache_entries))
+        if value is not None
+    }
+    if configured is None and not (args.response_cache or changes):
+        return None
+    return dataclasses.replace(configured or ResponseCacheConfig(), **changes)
 
 
 def _pools_from_flags(args: argparse.Namespace, serve_args: Sequence[str]) -> list[PoolConfig]:
@@ -280,6 +340,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("httpx").setLevel(logging.WARNING)  # not a line per health check and proxied request
     try:
         return cmd_serve(args, serve_args)
-    except (FleetConfigError, MissingExtraError) as exc:
+    except (FleetConfigError, MissingExtraError, TenantsDatabaseError) as exc:
         print(f"switchyard fleet: error: {exc}", file=sys.stderr)
         return 2

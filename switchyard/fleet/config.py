@@ -4,6 +4,7 @@ A config comes from flags (`switchyard fleet serve --worker ...`) or a TOML file
 
     port = 8080
     policy = "round_robin"              # the default of pools that name none
+    tenants_db = "/var/lib/switchyard/tenants.db"   # tenants, keys, limits, usage (or a postgresql:// URL)
 
     [pools.chat]                        # clients send model="chat"
     workers = ["http://10.0.0.5:8000", "http://10.0.0.6:8000"]
@@ -16,6 +17,15 @@ A config comes from flags (`switchyard fleet serve --worker ...`) or a TOML file
     source = "switchyard-chat"          # serve's MODEL argument (default: the pool's name)
     serve_args = ["--dtype", "float32"]
     launcher = "local"                  # or "ray" (with ray_address, gpus_per_replica, cpus_per_replica)
+
+    [response_cache]                    # answers to deterministic requests, per tenant
+    ttl = 300
+    max_entries = 4096
+
+    [prices.chat]                       # per 1M tokens: usage costs, and the credits ledger's charges
+    input = 0.5
+    cached_input = 0.125
+    output = 1.5
 """
 
 from __future__ import annotations
@@ -28,8 +38,11 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from switchyard.fleet.errors import FleetConfigError
+from switchyard.fleet.ledger.config import ledger_db_from_mapping
 from switchyard.fleet.policies import POLICIES, make_policy
+from switchyard.fleet.prices import PriceTable, price_table_from_mapping
 from switchyard.fleet.replicas.base import ReplicaSpec
+from switchyard.fleet.response_cache import ResponseCacheConfig
 
 LauncherKind = Literal["local", "ray"]
 
@@ -154,6 +167,16 @@ class FleetConfig:
     breaker: BreakerConfig = field(default_factory=BreakerConfig)
     shutdown_grace: float = 30.0
     """Seconds in-flight requests get to finish after SIGTERM before the gateway stops."""
+    tenants_db: str | None = None
+    """The tenants database (a SQLite file, or a postgresql:// URL): set, every /v1 request needs a tenant's
+    key, and keys' limits, usage and costs apply. `api_key` is then the operators' key (usage of any tenant)."""
+    response_cache: ResponseCacheConfig | None = None
+    """Answer repeated deterministic requests from the gateway (None: off)."""
+    prices: PriceTable = field(default_factory=PriceTable)
+    """What tokens cost per model, for usage costs and the credits ledger's charges."""
+    credits_db: str | None = None
+    """The credits ledger (a SQLite file): set, a request is admitted only if its tenant's credit covers its
+    reservation (prompt + max_tokens at the model's price), settled to what it used when it ends."""
 
     def __post_init__(self) -> None:
         if not self.pools:
@@ -172,6 +195,8 @@ class FleetConfig:
             raise FleetConfigError("max_attempts must be at least 1")
         if self.shutdown_grace < 0:
             raise FleetConfigError("shutdown_grace must be >= 0")
+        if self.credits_db is not None:
+            self.prices.require(pool.model for pool in self.pools)
         ray_addresses = {p.launch.ray_address for p in self.pools if p.launch and p.launch.launcher == "ray"}
         if len(ray_addresses) > 1:
             raise FleetConfigError(
@@ -201,7 +226,14 @@ _POOL_KEYS = {
 _POOL_DEFAULT_KEYS = {"policy", "max_in_flight_per_replica", "max_queue"}
 """Pool settings a file may also give at its top level, as the default of every pool."""
 _BREAKER_KEYS = {f"breaker_{f.name}": f.name for f in fields(BreakerConfig)}
-_FLEET_KEYS = {f.name for f in fields(FleetConfig)} - {"pools", "breaker"}
+_FLEET_KEYS = {f.name for f in fields(FleetConfig)} - {
+    "pools",
+    "breaker",
+    "response_cache",
+    "prices",
+    "credits_db",
+}
+_CACHE_KEYS = {f.name for f in fields(ResponseCacheConfig)}
 
 
 def load_fleet_config(path: Path) -> FleetConfig:
@@ -227,7 +259,12 @@ def fleet_config_from_mapping(document: Mapping[str, Any]) -> FleetConfig:
 
 
 def _fleet_config(document: Mapping[str, Any]) -> FleetConfig:
-    allowed = _FLEET_KEYS | _POOL_DEFAULT_KEYS | set(_BREAKER_KEYS) | {"pools"}
+    allowed = (
+        _FLEET_KEYS
+        | _POOL_DEFAULT_KEYS
+        | set(_BREAKER_KEYS)
+        | {"pools", "response_cache", "prices", "credits"}
+    )
     _reject_unknown(document, allowed, "at the top level")
     pools_table = document.get("pools", {})
     if not isinstance(pools_table, Mapping):
@@ -235,8 +272,23 @@ def _fleet_config(document: Mapping[str, Any]) -> FleetConfig:
     defaults = {key: document[key] for key in _POOL_DEFAULT_KEYS if key in document}
     pools = tuple(_pool_from_mapping(name, {**defaults, **table}) for name, table in pools_table.items())
     breaker = BreakerConfig(**{_BREAKER_KEYS[k]: v for k, v in document.items() if k in _BREAKER_KEYS})
-    settings = {key: document[key] for key in _FLEET_KEYS if key in document}
-    return FleetConfig(pools=pools, breaker=breaker, **settings)
+    settings: dict[str, Any] = {key: document[key] for key in _FLEET_KEYS if key in document}
+    if "response_cache" in document:
+        settings["response_cache"] = _cache_from_mapping(document["response_cache"])
+    prices = document.get("prices", {})
+    if not isinstance(prices, Mapping):
+        raise FleetConfigError("`prices` must be a table of [prices.MODEL] tables")
+    credits_db = ledger_db_from_mapping(document)
+    if credits_db is not None:
+        settings["credits_db"] = credits_db
+    return FleetConfig(pools=pools, breaker=breaker, prices=price_table_from_mapping(prices), **settings)
+
+
+def _cache_from_mapping(table: Any) -> ResponseCacheConfig:
+    if not isinstance(table, Mapping):
+        raise FleetConfigError("response_cache must be a table")
+    _reject_unknown(table, _CACHE_KEYS, "in [response_cache]")
+    return ResponseCacheConfig(**table)
 
 
 def _pool_from_mapping(name: str, table: Any) -> PoolConfig:

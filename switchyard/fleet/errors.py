@@ -83,6 +83,28 @@ class UnpricedModelError(SwitchyardError):
         super().__init__(f"The model `{model}` has no price, so this gateway cannot charge for it.")
 
 
+class PermissionDeniedError(SwitchyardError):
+    """The caller's key is valid but may not do this: use this model, or read another tenant's usage."""
+
+    def __init__(self, message: str, param: str | None = None) -> None:
+        self.param = param
+        super().__init__(message)
+
+
+class RateLimitedError(SwitchyardError):
+    """A key is over one of its limits (requests or tokens per minute, concurrent requests)."""
+
+    def __init__(self, message: str, limit: str, retry_after: float) -> None:
+        self.limit = limit
+        """`requests`, `tokens` or `concurrency`: OpenAI's error type names the first two the same way."""
+        self.retry_after = retry_after
+        super().__init__(message)
+
+
+class NotEnabledError(SwitchyardError):
+    """The route needs a feature this gateway was started without (usage needs --tenants-db)."""
+
+
 @dataclass(frozen=True)
 class ErrorInfo:
     status: int
@@ -146,6 +168,18 @@ def describe(exc: BaseException) -> ErrorInfo:
         return ErrorInfo(400, "invalid_request_error", str(exc), param="model", code="model_not_priced")
     if isinstance(exc, GatewayDrainingError):
         return ErrorInfo(503, "service_unavailable_error", str(exc), code="shutting_down")
+    if isinstance(exc, PermissionDeniedError):
+        return ErrorInfo(403, "permission_error", str(exc), param=exc.param, code="permission_denied")
+    if isinstance(exc, RateLimitedError):
+        return ErrorInfo(
+            429,
+            exc.limit,
+            str(exc),
+            code="rate_limit_exceeded",
+            headers=retry_after_header(exc.retry_after),
+        )
+    if isinstance(exc, NotEnabledError):
+        return ErrorInfo(404, "invalid_request_error", str(exc), code="not_enabled")
     logger.error("unexpected error in the gateway", exc_info=exc)
     return ErrorInfo(500, "server_error", f"internal gateway error: {type(exc).__name__}")
 

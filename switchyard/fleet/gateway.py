@@ -1,17 +1,20 @@
 """The gateway's FastAPI app: the OpenAI routes proxied to the pools, and the routes for operators.
 
-`build_gateway_app(runtime)` wires the pieces; the request path itself is proxy.py's. Every error response is
-made by errors.describe(), in OpenAI's format. The app starts the runtime (launchers, health checks) when it
+`build_gateway_app(runtime)` wires the pieces; the request path itself is gatekeeper.py's (limits, cache,
+hooks, usage) and proxy.py's (routing, retries). Every error response is made by errors.describe(), in
+OpenAI's format. The app starts the runtime (launchers, health checks) when it
 starts and stops it when it ends.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import hmac
 import uuid
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
@@ -24,16 +27,22 @@ from switchyard import __version__
 from switchyard.errors import SwitchyardError
 from switchyard.fleet.errors import (
     AuthenticationError,
+    BadRequestError,
     ErrorInfo,
     GatewayDrainingError,
+    NotEnabledError,
+    PermissionDeniedError,
     UnknownModelError,
     describe,
 )
 from switchyard.fleet.forwarded_headers import REQUEST_ID_HEADER, upstream_headers
+from switchyard.fleet.gatekeeper import GateRequest
 from switchyard.fleet.metrics import CONTENT_TYPE
 from switchyard.fleet.proxy import ProxyCall
 from switchyard.fleet.request_fields import read_request_fields
 from switchyard.fleet.runtime import FleetRuntime
+from switchyard.fleet.tenancy.authentication import CALLER_STATE, OPERATOR_STATE, TenantKeyMiddleware
+from switchyard.fleet.tenancy.records import Caller
 
 CLIENT_CLOSED_REQUEST = 499
 """nginx's status for a request whose client left before the answer; nobody receives it, logs show it."""
@@ -54,7 +63,9 @@ def build_gateway_app(runtime: FleetRuntime) -> FastAPI:
     app.state.fleet = runtime
     for error_type in (HTTPException, SwitchyardError, Exception):
         app.add_exception_handler(error_type, _error_response)
-    if runtime.config.api_key is not None:
+    if runtime.tenancy is not None:
+        app.add_middleware(TenantKeyMiddleware, tenancy=runtime.tenancy, operator_key=runtime.config.api_key)
+    elif runtime.config.api_key is not None:
         app.add_middleware(_ApiKeyMiddleware, key=runtime.config.api_key)
     app.add_middleware(_RequestIdMiddleware)  # outside the key check, so refusals carry the header too
     app.include_router(_openai_routes(runtime))
@@ -79,16 +90,28 @@ def _openai_routes(runtime: FleetRuntime) -> APIRouter:
             raise GatewayDrainingError("The gateway is shutting down; send the request elsewhere.")
         raw = await request.body()
         fields = read_request_fields(raw, endpoint, request.headers)
+        caller = _tenant_caller(request) if runtime.tenancy is not None else None
+        if caller is not None and not caller.key.may_use(fields.model):
+            raise PermissionDeniedError(
+                f"This API key may not use the model `{fields.model}`.", param="model"
+            )
         pool = runtime.pools.get(fields.model)
         if pool is None:
             raise UnknownModelError(fields.model, list(runtime.pools))
         request_id: str = request.state.request_id
         config = runtime.config
+        gateway_checks_key = config.api_key is not None or runtime.tenancy is not None
         headers = upstream_headers(
-            request.headers.items(), request_id, config.worker_api_key, config.api_key is not None
+            request.headers.items(), request_id, config.worker_api_key, gateway_checks_key
         )
         call = ProxyCall(endpoint=endpoint, body=raw, fields=fields, headers=headers, request_id=request_id)
-        return await _until_disconnected(request, runtime.proxy.forward(pool, call))
+        gate_request = GateRequest(
+            call=call,
+            caller=caller,
+            cache_namespace=caller.tenant.name if caller is not None else _key_namespace(request),
+            cache_control=request.headers.get("cache-control"),
+        )
+        return await _until_disconnected(request, runtime.gatekeeper.forward(pool, gate_request))
 
     @router.post("/chat/completions", response_model=None)
     async def chat_completions(request: Request) -> Response:
@@ -105,15 +128,55 @@ def _openai_routes(runtime: FleetRuntime) -> APIRouter:
     def card(name: str) -> dict[str, Any]:
         return {"id": name, "object": "model", "created": runtime.created, "owned_by": "switchyard-fleet"}
 
+    def visible(request: Request) -> list[str]:
+        """The pools the caller may use (a tenant's key may be limited to some)."""
+        caller: Caller | None = getattr(request.state, CALLER_STATE, None)
+        return [name for name in runtime.pools if caller is None or caller.key.may_use(name)]
+
     @router.get("/models", response_model=None)
-    async def models() -> Response:
-        return JSONResponse({"object": "list", "data": [card(name) for name in runtime.pools]})
+    async def models(request: Request) -> Response:
+        return JSONResponse({"object": "list", "data": [card(name) for name in visible(request)]})
 
     @router.get("/models/{model:path}", response_model=None)
-    async def model(model: str) -> Response:
-        if model not in runtime.pools:
-            raise UnknownModelError(model, list(runtime.pools))
+    async def model(request: Request, model: str) -> Response:
+        if model not in visible(request):
+            raise UnknownModelError(model, visible(request))
         return JSONResponse(card(model))
+
+    @router.get("/usage", response_model=None)
+    async def usage(
+        request: Request, tenant: str | None = None, start: str | None = None, end: str | None = None
+    ) -> Response:
+        """Tokens, requests and cost by tenant and model since `start` (until `end`): the operators' key sees
+        every tenant (or the one named), a tenant's key only its own."""
+        if runtime.tenancy is None:
+            raise NotEnabledError("Usage is recorded only when the gateway runs with --tenants-db.")
+        caller: Caller | None = getattr(request.state, CALLER_STATE, None)
+        if caller is not None:
+            if tenant is not None and tenant != caller.tenant.name:
+                raise PermissionDeniedError("A tenant's key reads only its own usage.", param="tenant")
+            tenant = caller.tenant.name
+        elif not getattr(request.state, OPERATOR_STATE, False):
+            raise AuthenticationError("Reading usage needs a tenant's key or the operators' key.")
+        since, until = _instant(start, "start"), _instant(end, "end")
+        rows = await runtime.tenancy.totals(tenant, since, until)
+        return JSONResponse(
+            {
+                "object": "usage",
+                "tenant": tenant,
+                "start": since,
+                "end": until,
+                "data": [row.as_json() for row in rows],
+                "total": {
+                    "requests": sum(row.requests for row in rows),
+                    "cache_hits": sum(row.cache_hits for row in rows),
+                    "prompt_tokens": sum(row.usage.prompt_tokens for row in rows),
+                    "cached_tokens": sum(row.usage.cached_tokens for row in rows),
+                    "output_tokens": sum(row.usage.output_tokens for row in rows),
+                    "cost": sum(row.cost for row in rows),
+                },
+            }
+        )
 
     @router.get("/fleet/replicas", response_model=None)
     async def replicas() -> Response:
@@ -178,6 +241,41 @@ def _operations_routes(runtime: FleetRuntime) -> APIRouter:
         return JSONResponse({"version": __version__})
 
     return router
+
+
+def _tenant_caller(request: Request) -> Caller:
+    """The tenant whose key the request carries; the operators' key does not send requests."""
+    caller: Caller | None = getattr(request.state, CALLER_STATE, None)
+    if caller is None:
+        raise PermissionDeniedError(
+            "The operators' key reads usage and the fleet's state; send requests with a tenant's API key."
+        )
+    return caller
+
+
+def _key_namespace(request: Request) -> str:
+    """Without tenancy, cached answers are kept apart by the client's credentials (a hash, never the key)."""
+    credentials = request.headers.get("authorization", "")
+    return "key:" + hashlib.sha256(credentials.encode()).hexdigest()[:32]
+
+
+def _instant(value: str | None, param: str) -> float | None:
+    """A query's time: unix seconds, or ISO 8601 (UTC unless it says otherwise)."""
+    if value is None or value == "":
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError as exc:
+        raise BadRequestError(
+            f"`{param}` must be unix seconds or an ISO 8601 time, not {value!r}", param=param
+        ) from exc
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
 
 
 async def _until_disconnected(request: Request, work: Awaitable[Response]) -> Response:

@@ -13,11 +13,13 @@ import logging
 import signal
 import socket
 import threading
+from collections.abc import Callable
 from types import FrameType
 
 import uvicorn
 from uvicorn.server import HANDLED_SIGNALS
 
+from switchyard.fleet.admission_hooks import AdmissionHooks
 from switchyard.fleet.config import FleetConfig
 from switchyard.fleet.gateway import build_gateway_app
 from switchyard.fleet.launchers import LauncherFactory
@@ -77,10 +79,15 @@ class DrainingGateway(uvicorn.Server):
 
 
 def build_gateway_server(
-    config: FleetConfig, log_level: str = "warning", launcher_factory: LauncherFactory | None = None
+    config: FleetConfig,
+    log_level: str = "warning",
+    launcher_factory: LauncherFactory | None = None,
+    hooks: AdmissionHooks | None = None,
+    limits_clock: Callable[[], float] | None = None,
 ) -> DrainingGateway:
-    """A gateway ready to `run()` (blocking) or `serve()` (in an event loop) on config.host:config.port."""
-    runtime = FleetRuntime(config, launcher_factory)
+    """A gateway ready to `run()` (blocking) or `serve()` (in an event loop) on config.host:config.port;
+    `hooks` and `limits_clock` as FleetRuntime's."""
+    runtime = FleetRuntime(config, launcher_factory, hooks=hooks, limits_clock=limits_clock)
     app = build_gateway_app(runtime)
     uvicorn_config = uvicorn.Config(
         app,

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from switchyard.fleet.pool import Pool
+from switchyard.fleet.prices import PriceTable
 from switchyard.fleet.replica import ReplicaHealth
+from switchyard.fleet.usage import TokenUsage
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 NO_REPLICA = "none"
@@ -29,7 +31,12 @@ _LATENCY_BUCKETS = (
 
 
 class FleetMetrics:
-    def __init__(self, pools: Sequence[Pool], restarts: Callable[[], dict[str, int]]) -> None:
+    def __init__(
+        self,
+        pools: Sequence[Pool],
+        restarts: Callable[[], dict[str, int]],
+        prices: PriceTable | None = None,
+    ) -> None:
         """`restarts`: replicas restarted after a crash so far, by pool (from the launchers)."""
         self.registry = CollectorRegistry()
         self._requests = Counter(
@@ -72,6 +79,47 @@ class FleetMetrics:
             ["pool", "replica"],
             registry=self.registry,
         )
+        self._tenant_requests = Counter(
+            "switchyard:fleet_tenant_requests",
+            "Requests a tenant's key sent, by model and outcome (answered, cache_hit, rate_limited, refused).",
+            ["tenant", "model", "outcome"],
+            registry=self.registry,
+        )
+        self._tenant_tokens = Counter(
+            "switchyard:fleet_tenant_tokens",
+            "Tokens a tenant used, by model and kind: prompt, cached (of the prompt, found in a replica's "
+            "prefix cache) and output.",
+            ["tenant", "model", "kind"],
+            registry=self.registry,
+        )
+        self._tenant_cost = Counter(
+            "switchyard:fleet_tenant_cost",
+            "What a tenant's usage cost at the price table's prices, by model.",
+            ["tenant", "model"],
+            registry=self.registry,
+        )
+        self._cache_lookups = Counter(
+            "switchyard:fleet_response_cache_lookups",
+            "Requests that met the response cache, by result: hit, miss, bypass (Cache-Control) or "
+            "uncacheable (not deterministic).",
+            ["pool", "result"],
+            registry=self.registry,
+        )
+        self._cache_entries = Gauge(
+            "switchyard:fleet_response_cache_entries",
+            "Answers held in the response cache.",
+            registry=self.registry,
+        )
+        price_gauge = Gauge(
+            "switchyard:fleet_price_per_million_tokens",
+            "The price table: what 1M tokens of a model cost, by kind (input, cached_input, output).",
+            ["model", "kind"],
+            registry=self.registry,
+        )
+        for model, price in (prices.models if prices is not None else {}).items():
+            price_gauge.labels(model, "input").set(float(price.input))
+            price_gauge.labels(model, "cached_input").set(float(price.cached_input or 0))
+            price_gauge.labels(model, "output").set(float(price.output))
         self.registry.register(_StateCollector(pools, restarts))
 
     def observe_request(self, pool: str, replica: str, decision: str, status: str, seconds: float) -> None:
@@ -88,6 +136,21 @@ class FleetMetrics:
         self._predicted_cached.labels(pool, replica).inc(predicted)
         if reported is not None:
             self._reported_cached.labels(pool, replica).inc(reported)
+
+    def observe_tenant_request(self, tenant: str, model: str, outcome: str) -> None:
+        self._tenant_requests.labels(tenant, model, outcome).inc()
+
+    def observe_tenant_usage(self, tenant: str, model: str, usage: TokenUsage, cost: float) -> None:
+        self._tenant_tokens.labels(tenant, model, "prompt").inc(usage.prompt_tokens)
+        self._tenant_tokens.labels(tenant, model, "cached").inc(usage.cached_tokens)
+        self._tenant_tokens.labels(tenant, model, "output").inc(usage.output_tokens)
+        self._tenant_cost.labels(tenant, model).inc(cost)
+
+    def observe_cache_lookup(self, pool: str, result: str) -> None:
+        self._cache_lookups.labels(pool, result).inc()
+
+    def set_cache_entries(self, entries: int) -> None:
+        self._cache_entries.set(entries)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -1,6 +1,7 @@
 """Prices per model, in credits per 1M input, cached-input and output tokens, and what a request costs.
 
-The credits ledger charges with them, and cost metrics weigh tokens with them. In a TOML file:
+The credits ledger charges with them, and usage reports and cost metrics weigh tokens with them. In a TOML
+file:
 
     [prices.switchyard-chat]
     input = 0.50            # credits per 1M prompt tokens
@@ -16,12 +17,13 @@ from __future__ import annotations
 import math
 import tomllib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from switchyard.fleet.errors import FleetConfigError, UnpricedModelError
+from switchyard.fleet.usage import TokenUsage
 
 MICROS_PER_CREDIT = 1_000_000
 """The ledger counts integer micro-credits, so balances add up exactly."""
@@ -30,45 +32,30 @@ TOKENS_PER_PRICE_UNIT = 1_000_000
 
 
 @dataclass(frozen=True)
-class TokenUsage:
-    """The tokens one request used (or, at admission, may use)."""
-
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cached_prompt_tokens: int = 0
-    """The part of `prompt_tokens` the replica found in its prefix cache (charged at `cached_input`)."""
-
-    def __post_init__(self) -> None:
-        counts = (self.prompt_tokens, self.completion_tokens, self.cached_prompt_tokens)
-        if any(isinstance(count, bool) or not isinstance(count, int) or count < 0 for count in counts):
-            raise ValueError(f"token counts must be non-negative integers, got {counts}")
-        if self.cached_prompt_tokens > self.prompt_tokens:
-            raise ValueError(
-                f"cached_prompt_tokens ({self.cached_prompt_tokens}) exceeds prompt_tokens ({self.prompt_tokens})"
-            )
-
-
-@dataclass(frozen=True)
 class ModelPrice:
     """One model's prices, in credits per 1M tokens."""
 
-    input: Decimal
-    output: Decimal
-    cached_input: Decimal
+    input: Decimal | float = Decimal(0)
+    output: Decimal | float = Decimal(0)
+    cached_input: Decimal | float | None = None
+    """None: the input price."""
 
     def __post_init__(self) -> None:
+        if self.cached_input is None:
+            object.__setattr__(self, "cached_input", self.input)
         for name in ("input", "output", "cached_input"):
-            value = getattr(self, name)
-            if not isinstance(value, Decimal) or not value.is_finite() or value < 0:
+            value = _decimal(getattr(self, name))
+            if not value.is_finite() or value < 0:
                 raise FleetConfigError(f"the `{name}` price must be a finite number >= 0, got {value!r}")
+            object.__setattr__(self, name, value)
 
     def cost(self, usage: TokenUsage) -> Decimal:
         """Credits `usage` costs, exactly."""
-        uncached = usage.prompt_tokens - usage.cached_prompt_tokens
+        uncached = max(usage.prompt_tokens - usage.cached_tokens, 0)
         per_million = (
-            uncached * self.input
-            + usage.cached_prompt_tokens * self.cached_input
-            + usage.completion_tokens * self.output
+            uncached * Decimal(self.input)
+            + usage.cached_tokens * Decimal(self.cached_input or 0)
+            + usage.output_tokens * Decimal(self.output)
         )
         return per_million / TOKENS_PER_PRICE_UNIT
 
@@ -82,13 +69,19 @@ class ModelPrice:
 class PriceTable:
     """The prices of the models a gateway serves, by the `model` clients send."""
 
-    models: Mapping[str, ModelPrice]
+    models: Mapping[str, ModelPrice] = field(default_factory=dict)
 
     def price(self, model: str) -> ModelPrice:
+        """The model's prices; UnpricedModelError when it has none (the ledger cannot charge for it)."""
         found = self.models.get(model)
         if found is None:
             raise UnpricedModelError(model)
         return found
+
+    def cost(self, model: str, usage: TokenUsage) -> float:
+        """What `usage` of `model` costs, for usage reports and metrics; 0 for a model without a price."""
+        found = self.models.get(model)
+        return 0.0 if found is None else float(found.cost(usage))
 
     def require(self, models: Iterable[str]) -> None:
         """FleetConfigError naming every model in `models` without a price (checked once, at start)."""
@@ -108,7 +101,9 @@ def price_table_from_mapping(table: Mapping[str, Any]) -> PriceTable:
             raise FleetConfigError(f"prices.{model} must be a table")
         unknown = sorted(set(entry) - {"input", "output", "cached_input"})
         if unknown:
-            raise FleetConfigError(f"[prices.{model}]: unknown key(s) {', '.join(unknown)}")
+            raise FleetConfigError(
+                f"unknown setting(s) {', '.join(unknown)} in [prices.{model}]; known: cached_input, input, output"
+            )
         if "input" not in entry or "output" not in entry:
             raise FleetConfigError(f"[prices.{model}] needs `input` and `output` (credits per 1M tokens)")
         try:
@@ -157,6 +152,8 @@ def micros_from_credits(credits: str) -> int:
 
 
 def _decimal(value: Any) -> Decimal:
+    if isinstance(value, Decimal):
+        return value
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise FleetConfigError(f"a price must be a number, got {value!r}")
     try:

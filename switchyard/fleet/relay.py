@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 import httpx
@@ -106,7 +106,8 @@ class RelayedStream(StreamingResponse):
     """The client's response for a replica's event stream whose first event has arrived.
 
     `on_finish` is called exactly once, however the response ends, even if it never starts (a client gone
-    before the headers): it returns the replica's slot.
+    before the headers): it returns the replica's slot. `watch` adds an observer of the events on their way
+    (the gateway's usage meter) and an awaited callback at the end, with the same guarantee.
     """
 
     def __init__(
@@ -125,6 +126,8 @@ class RelayedStream(StreamingResponse):
         self._lost = lost
         self._named_events = named_events
         self._on_finish: Callable[[StreamOutcome], None] | None = on_finish
+        self._observer: Callable[[bytes], bytes] | None = None
+        self._on_end: list[Callable[[StreamOutcome], Awaitable[None]]] = []
         self._outcome = StreamOutcome(StreamEnd.CLIENT_GONE, cached_tokens_in_events(first))
         super().__init__(
             self._relay(first, chunks, framer),
@@ -133,12 +136,22 @@ class RelayedStream(StreamingResponse):
             media_type=upstream.headers.get("content-type", "text/event-stream"),
         )
 
+    def watch(
+        self, observer: Callable[[bytes], bytes], on_end: Callable[[StreamOutcome], Awaitable[None]]
+    ) -> None:
+        """`observer` sees each batch of complete events before the client and returns what to send instead;
+        `on_end` is awaited once when the response has ended, after the replica's slot was returned."""
+        self._observer = observer
+        self._on_end.append(on_end)
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             await super().__call__(scope, receive, send)
         finally:
             await self._upstream.aclose()  # a client gone: the replica sees the disconnect and aborts
             self._finish()
+            for on_end in self._on_end:
+                await on_end(self._outcome)
 
     def _finish(self) -> None:
         if self._on_finish is not None:
@@ -148,17 +161,19 @@ class RelayedStream(StreamingResponse):
     async def _relay(
         self, first: bytes, chunks: AsyncIterator[bytes], framer: EventFramer
     ) -> AsyncIterator[bytes]:
-        yield first
+        yield self._observed(first)
         watch = _LostWatch(self._lost)
         try:
             while (chunk := await watch.read(chunks)) is not None:
                 events = framer.feed(chunk)
                 if events:
                     self._observe(events)
-                    yield events
+                    events = self._observed(events)
+                    if events:
+                        yield events
             rest = framer.rest()
             if rest:
-                yield rest
+                yield self._observed(rest)
             self._outcome.end = StreamEnd.COMPLETED
         except (httpx.HTTPError, _ReplicaLostError) as exc:
             why = "the replica was declared lost" if isinstance(exc, _ReplicaLostError) else repr(exc)
@@ -169,6 +184,9 @@ class RelayedStream(StreamingResponse):
                 yield _DONE
         finally:
             watch.close()
+
+    def _observed(self, events: bytes) -> bytes:
+        return events if self._observer is None else self._observer(events)
 
     def _observe(self, events: bytes) -> None:
         reported = cached_tokens_in_events(events)

@@ -9,20 +9,33 @@ they restart a replica; everything else about health goes through the pool.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
+import shutil
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import httpx
 
-from switchyard.fleet.config import FleetConfig
+from switchyard.fleet.admission_hooks import AdmissionHooks
+from switchyard.fleet.config import FleetConfig, LaunchConfig
+from switchyard.fleet.gatekeeper import Gatekeeper
 from switchyard.fleet.health import HealthChecker
 from switchyard.fleet.launchers import LauncherFactory, Launchers
+from switchyard.fleet.ledger.gate import CreditGate
+from switchyard.fleet.ledger.hooks import CreditHooks
+from switchyard.fleet.ledger.ledger import Ledger
 from switchyard.fleet.metrics import FleetMetrics
 from switchyard.fleet.pool import Pool
 from switchyard.fleet.proxy import Proxy
 from switchyard.fleet.replica import Replica
 from switchyard.fleet.replicas.base import ReplicaLauncher
+from switchyard.fleet.response_cache import ResponseCache
+from switchyard.fleet.tenancy.database import open_database
+from switchyard.fleet.tenancy.service import Tenancy
+from switchyard.fleet.tenancy.weights_file import weights_toml, with_weights_file
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +49,12 @@ class FleetRuntime:
         config: FleetConfig,
         launcher_factory: LauncherFactory | None = None,
         clock: Callable[[], float] = time.monotonic,
+        hooks: AdmissionHooks | None = None,
+        limits_clock: Callable[[], float] | None = None,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
+        """`hooks`: called around every admitted request (see admission_hooks.py); `limits_clock` times the
+        keys' buckets and the response cache's expiry (default `clock`); `wall_clock` dates usage."""
         self.config = config
         self.created = int(time.time())
         self.pools = {
@@ -52,13 +70,30 @@ class FleetRuntime:
                     )
                 )
         self.launchers: dict[str, ReplicaLauncher] = {}
-        self.metrics = FleetMetrics(list(self.pools.values()), self.restarts)
+        self.metrics = FleetMetrics(list(self.pools.values()), self.restarts, config.prices)
+        limits_clock = limits_clock or clock
+        self.tenancy = (
+            Tenancy(open_database(config.tenants_db), limits_clock, wall_clock)
+            if config.tenants_db is not None
+            else None
+        )
+        """Tenants, keys, limits and usage; None when the gateway serves without tenancy."""
+        self.cache = (
+            ResponseCache(config.response_cache, limits_clock) if config.response_cache is not None else None
+        )
+        self._credits: CreditHooks | None = None
+        if hooks is None and config.credits_db is not None:
+            gate = CreditGate(Ledger.open(Path(config.credits_db)), config.prices)
+            self._credits = hooks = CreditHooks(gate)
+        self._hooks = hooks
+        self._weights_dir: Path | None = None
         self.draining = False
         """Set by SIGTERM: new requests get 503 and /health says so, so a load balancer in front drains us."""
         self._launcher_factory = launcher_factory or Launchers()
         self._clock = clock
         self._client: httpx.AsyncClient | None = None
         self._proxy: Proxy | None = None
+        self._gatekeeper: Gatekeeper | None = None
         self._health: HealthChecker | None = None
 
     @property
@@ -66,6 +101,13 @@ class FleetRuntime:
         if self._proxy is None:
             raise RuntimeError("the fleet runtime has not started")
         return self._proxy
+
+    @property
+    def gatekeeper(self) -> Gatekeeper:
+        """The way every proxied request goes: limits, cache, hooks, usage, then the proxy."""
+        if self._gatekeeper is None:
+            raise RuntimeError("the fleet runtime has not started")
+        return self._gatekeeper
 
     async def start(self) -> None:
         """Open the connection pool, launch replicas, and begin health checks (replicas start STARTING)."""
@@ -84,11 +126,15 @@ class FleetRuntime:
         self._proxy = Proxy(
             self._client, self.metrics, config.max_attempts, config.health_timeout, self._clock
         )
+        self._gatekeeper = Gatekeeper(
+            self._proxy, self.metrics, config.prices, self.tenancy, self.cache, self._hooks
+        )
         for pool_config in config.pools:
             if pool_config.launch is None:
                 continue
             pool = self.pools[pool_config.model]
-            launcher = self._launcher_factory.create(pool_config.launch, pool.replica_restarted)
+            launch = await self._with_tenant_weights(pool_config.launch)
+            launcher = self._launcher_factory.create(launch, pool.replica_restarted)
             self.launchers[pool.name] = launcher
             for replica in await launcher.start():
                 pool.add(replica)
@@ -111,6 +157,8 @@ class FleetRuntime:
         for pool in self.pools.values():
             await pool.policy.stop()
             pool.close()
+        if self._credits is not None:
+            self._credits.close()
         results = await asyncio.gather(
             *(launcher.stop(grace) for launcher in self.launchers.values()), return_exceptions=True
         )
@@ -120,6 +168,24 @@ class FleetRuntime:
         self._launcher_factory.close()
         if self._client is not None:
             await self._client.aclose()
+        if self.tenancy is not None:
+            self.tenancy.close()
+        if self._weights_dir is not None:
+            shutil.rmtree(self._weights_dir, ignore_errors=True)
+
+    async def _with_tenant_weights(self, launch: LaunchConfig) -> LaunchConfig:
+        """With tenancy, launched replicas read the tenants' weights (tenancy/weights_file.py)."""
+        if self.tenancy is None:
+            return launch
+        listings = await self.tenancy.listings()
+        if not listings:
+            return launch
+        if self._weights_dir is None:
+            self._weights_dir = Path(tempfile.mkdtemp(prefix="switchyard-fleet-"))
+        path = self._weights_dir / "tenant-weights.toml"
+        path.write_text(weights_toml(listing.tenant for listing in listings))
+        spec = dataclasses.replace(launch.spec, serve_args=with_weights_file(launch.spec.serve_args, path))
+        return dataclasses.replace(launch, spec=spec)
 
     @property
     def num_in_flight(self) -> int:

@@ -12,12 +12,12 @@ from hypothesis import strategies as st
 from switchyard.fleet.errors import FleetConfigError, UnpricedModelError
 from switchyard.fleet.prices import (
     ModelPrice,
-    TokenUsage,
     credits_text,
     load_price_table,
     micros_from_credits,
     price_table_from_mapping,
 )
+from switchyard.fleet.usage import TokenUsage
 
 
 def test_a_toml_file_gives_prices_per_model_and_cached_input_defaults_to_input(tmp_path: Path) -> None:
@@ -36,7 +36,7 @@ def test_a_toml_file_gives_prices_per_model_and_cached_input_defaults_to_input(t
 
 def test_a_cost_is_exact_and_rounds_up_once_to_micro_credits() -> None:
     price = ModelPrice(input=Decimal("0.5"), output=Decimal("1.5"), cached_input=Decimal("0.05"))
-    usage = TokenUsage(prompt_tokens=1_000_000, completion_tokens=2_000_000, cached_prompt_tokens=400_000)
+    usage = TokenUsage(prompt_tokens=1_000_000, output_tokens=2_000_000, cached_tokens=400_000)
     assert price.cost(usage) == Decimal("0.3") + Decimal("0.02") + Decimal("3")
     assert price.cost_micros(usage) == 3_320_000
     assert price.cost_micros(TokenUsage(prompt_tokens=1)) == 1  # half a micro-credit is charged as one
@@ -52,8 +52,8 @@ def test_a_cost_is_exact_and_rounds_up_once_to_micro_credits() -> None:
 def test_using_fewer_tokens_never_costs_more(prompt: int, cached: int, completion: int, extra: int) -> None:
     price = ModelPrice(input=Decimal("0.37"), output=Decimal("1.13"), cached_input=Decimal("0.011"))
     cached = min(cached, prompt)
-    used = TokenUsage(prompt_tokens=prompt, completion_tokens=completion, cached_prompt_tokens=cached)
-    reserved = TokenUsage(prompt_tokens=prompt, completion_tokens=completion + extra)
+    used = TokenUsage(prompt_tokens=prompt, output_tokens=completion, cached_tokens=cached)
+    reserved = TokenUsage(prompt_tokens=prompt, output_tokens=completion + extra)
     assert price.cost_micros(used) <= price.cost_micros(reserved)
 
 
@@ -61,7 +61,7 @@ def test_using_fewer_tokens_never_costs_more(prompt: int, cached: int, completio
     ("table", "complaint"),
     [
         ({"chat": {"input": 1}}, "needs `input` and `output`"),
-        ({"chat": {"input": 1, "output": 1, "outptu": 2}}, "unknown key"),
+        ({"chat": {"input": 1, "output": 1, "outptu": 2}}, "unknown setting"),
         ({"chat": {"input": -1, "output": 1}}, "must be a finite number >= 0"),
         ({"chat": {"input": True, "output": 1}}, "must be a number"),
         ({"chat": 3}, "must be a table"),
@@ -83,7 +83,7 @@ def test_token_usage_refuses_impossible_counts() -> None:
     with pytest.raises(ValueError):
         TokenUsage(prompt_tokens=-1)
     with pytest.raises(ValueError):
-        TokenUsage(prompt_tokens=3, cached_prompt_tokens=4)
+        TokenUsage(prompt_tokens=3, cached_tokens=4)
 
 
 def test_credit_amounts_convert_exactly() -> None:

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from switchyard.agents.sqlite_db import connect, switchyard_home
+from switchyard.agents.sqlite_db import connect
+from switchyard.home import switchyard_home
 
 Message = dict[str, Any]
 """One OpenAI chat message (`role`, `content`, optional `tool_calls` / `tool_call_id` / `name`)."""

@@ -18,7 +18,8 @@ from pathlib import Path
 from switchyard.agents.rag.chunking import Chunk, ChunkingConfig, chunk_document
 from switchyard.agents.rag.embeddings import Embedder, to_blob
 from switchyard.agents.rag.loaders import SUPPORTED_SUFFIXES, DocumentError, LoadedDocument, load_document
-from switchyard.agents.sqlite_db import StoreError, connect, switchyard_home
+from switchyard.agents.sqlite_db import StoreError, connect
+from switchyard.home import switchyard_home
 
 RRF_K = 60
 """Reciprocal rank fusion constant (Cormack et al. 2009): score = Σ 1 / (RRF_K + rank)."""

@@ -4,7 +4,7 @@
     try:
         ...forward the request, count what it uses...
     finally:
-        await gate.settle(reservation, TokenUsage(prompt_tokens, completion_tokens, cached_prompt_tokens))
+        await gate.settle(reservation, TokenUsage(prompt_tokens, cached_tokens, output_tokens))
 
 A reservation is a spend of `prompt_tokens` input plus `max_tokens` output at the model's price, logged only
 if the tenant's balance covers it, so concurrent requests cannot overspend between them. Settling amends that
@@ -31,7 +31,8 @@ from switchyard.fleet.errors import InsufficientQuotaError
 from switchyard.fleet.ledger.errors import InsufficientCreditError
 from switchyard.fleet.ledger.events import Settle, Spend
 from switchyard.fleet.ledger.ledger import Ledger
-from switchyard.fleet.prices import PriceTable, TokenUsage, credits_text
+from switchyard.fleet.prices import PriceTable, credits_text
+from switchyard.fleet.usage import TokenUsage
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,7 @@ class CreditGate:
     def reserve_blocking(self, tenant: str, model: str, prompt_tokens: int, max_tokens: int) -> Reservation:
         """`reserve` on the calling thread (it waits for the disk)."""
         price = self.prices.price(model)
-        amount = price.cost_micros(TokenUsage(prompt_tokens=prompt_tokens, completion_tokens=max_tokens))
+        amount = price.cost_micros(TokenUsage(prompt_tokens=prompt_tokens, output_tokens=max_tokens))
         reservation = Reservation(
             reservation_id=f"rsv-{uuid.uuid4().hex}",
             tenant=tenant,
@@ -128,8 +129,8 @@ class CreditGate:
             amount=amount,
             at=self._clock(),
             note=(
-                f"{reservation.model}: {usage.prompt_tokens} prompt ({usage.cached_prompt_tokens} cached) + "
-                f"{usage.completion_tokens} completion tokens"
+                f"{reservation.model}: {usage.prompt_tokens} prompt ({usage.cached_tokens} cached) + "
+                f"{usage.output_tokens} completion tokens"
             ),
         )
         self.ledger.record(settlement)

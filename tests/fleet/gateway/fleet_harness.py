@@ -180,8 +180,9 @@ def gateway_config(pools: dict[str, Sequence[str]], **settings: Any) -> FleetCon
     )
 
 
-def start_gateway(config: FleetConfig) -> RunningGateway:
-    server = build_gateway_server(config)
+def start_gateway(config: FleetConfig, **options: Any) -> RunningGateway:
+    """`options`: build_gateway_server's (admission hooks, a fake clock for the limits)."""
+    server = build_gateway_server(config, **options)
     thread = threading.Thread(target=server.run, name="fleet-gateway", daemon=True)
     thread.start()
     deadline = time.monotonic() + 60

@@ -14,7 +14,8 @@ from switchyard.fleet.ledger.errors import LedgerConflictError
 from switchyard.fleet.ledger.events import Grant
 from switchyard.fleet.ledger.gate import CreditGate, Reservation
 from switchyard.fleet.ledger.ledger import Ledger
-from switchyard.fleet.prices import ModelPrice, PriceTable, TokenUsage
+from switchyard.fleet.prices import ModelPrice, PriceTable
+from switchyard.fleet.usage import TokenUsage
 
 PRICES = PriceTable(
     {"chat": ModelPrice(input=Decimal("2"), output=Decimal("6"), cached_input=Decimal("0.5"))}
@@ -47,7 +48,7 @@ def test_a_reservation_holds_the_prompt_and_max_tokens_and_settles_to_the_usage(
     assert reservation.amount == 1000 * 2 + 500 * 6 == 5000
     assert reservation.at == 1000.0
     assert gate.balance("acme") == 7000
-    usage = TokenUsage(prompt_tokens=1000, completion_tokens=120, cached_prompt_tokens=400)
+    usage = TokenUsage(prompt_tokens=1000, output_tokens=120, cached_tokens=400)
     settlement = asyncio.run(gate.settle(reservation, usage))
     assert settlement.amount == 600 * 2 + 400 * 0.5 + 120 * 6 == 2120
     assert settlement.refunded == 5000 - 2120
@@ -76,10 +77,10 @@ def test_reservations_in_flight_count_against_the_balance_until_settled(gate: Cr
         first = await gate.reserve("acme", "chat", prompt_tokens=0, max_tokens=1500)  # 9000
         with pytest.raises(InsufficientQuotaError):
             await gate.reserve("acme", "chat", prompt_tokens=0, max_tokens=1500)
-        await gate.settle(first, TokenUsage(completion_tokens=100))  # 600
+        await gate.settle(first, TokenUsage(output_tokens=100))  # 600
         second = await gate.reserve("acme", "chat", prompt_tokens=0, max_tokens=1500)
         assert gate.balance("acme") == 12_000 - 600 - 9000
-        await gate.settle(second, TokenUsage(completion_tokens=1500))
+        await gate.settle(second, TokenUsage(output_tokens=1500))
 
     asyncio.run(scenario())
     assert gate.balance("acme") == 12_000 - 600 - 9000
@@ -110,7 +111,7 @@ def test_a_stream_cut_off_by_the_client_is_settled_to_what_was_generated(gate: C
                     started.set()
                 await asyncio.sleep(0)  # a token goes out; the client may go away here
         finally:
-            await gate.settle(reservation, TokenUsage(prompt_tokens=200, completion_tokens=generated))
+            await gate.settle(reservation, TokenUsage(prompt_tokens=200, output_tokens=generated))
 
     async def scenario() -> None:
         started = asyncio.Event()
@@ -129,9 +130,7 @@ def test_a_settlement_whose_caller_is_cancelled_still_lands(gate: CreditGate) ->
     reservation = gate.reserve_blocking("acme", "chat", prompt_tokens=10, max_tokens=100)
 
     async def scenario() -> None:
-        task = asyncio.create_task(
-            gate.settle(reservation, TokenUsage(prompt_tokens=10, completion_tokens=3))
-        )
+        task = asyncio.create_task(gate.settle(reservation, TokenUsage(prompt_tokens=10, output_tokens=3)))
         await asyncio.sleep(0)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -165,17 +164,17 @@ def test_settling_twice_is_harmless_and_settling_differently_is_refused(
     gate: CreditGate, clock: FakeClock
 ) -> None:
     reservation = gate.reserve_blocking("acme", "chat", prompt_tokens=10, max_tokens=100)
-    gate.settle_blocking(reservation, TokenUsage(prompt_tokens=10, completion_tokens=5))
+    gate.settle_blocking(reservation, TokenUsage(prompt_tokens=10, output_tokens=5))
     clock.now += 30  # a retry, later
-    gate.settle_blocking(reservation, TokenUsage(prompt_tokens=10, completion_tokens=5))
+    gate.settle_blocking(reservation, TokenUsage(prompt_tokens=10, output_tokens=5))
     assert gate.balance("acme") == 12_000 - (10 * 2 + 5 * 6)
     with pytest.raises(LedgerConflictError):
-        gate.settle_blocking(reservation, TokenUsage(prompt_tokens=10, completion_tokens=6))
+        gate.settle_blocking(reservation, TokenUsage(prompt_tokens=10, output_tokens=6))
 
 
 def test_usage_beyond_the_reservation_is_charged_and_leaves_debt(gate: CreditGate) -> None:
     reservation = gate.reserve_blocking("acme", "chat", prompt_tokens=1000, max_tokens=1000)  # 8000
-    settlement = gate.settle_blocking(reservation, TokenUsage(prompt_tokens=3000, completion_tokens=1000))
+    settlement = gate.settle_blocking(reservation, TokenUsage(prompt_tokens=3000, output_tokens=1000))
     assert settlement.amount == 12_000 and settlement.refunded == -4000
     assert gate.balance("acme") == 0
     with pytest.raises(InsufficientQuotaError):
@@ -193,7 +192,7 @@ def test_the_held_credit_and_its_settlement_survive_a_gateway_restart(
 
     restarted = CreditGate(Ledger.open(path), PRICES, clock=clock)
     assert restarted.balance("acme") == 10_000 - 6200  # unsettled: held at the reservation
-    restarted.settle_blocking(reservation, TokenUsage(prompt_tokens=100, completion_tokens=50))
+    restarted.settle_blocking(reservation, TokenUsage(prompt_tokens=100, output_tokens=50))
     assert restarted.balance("acme") == 10_000 - (100 * 2 + 50 * 6)
 
 

@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from switchyard.cli import main as switchyard_main
+from switchyard.fleet.config import fleet_config_from_mapping
 from switchyard.fleet.errors import FleetConfigError
 from switchyard.fleet.ledger.cli import main, parse_duration, parse_time
-from switchyard.fleet.ledger.config import credits_config_from_mapping, default_ledger_path
+from switchyard.fleet.ledger.config import default_ledger_path
 from switchyard.fleet.ledger.events import Spend
 from switchyard.fleet.ledger.ledger import Ledger
 
@@ -115,11 +116,15 @@ def test_the_front_door_runs_credits_and_the_default_file_is_under_switchyard_ho
 
 def test_the_credits_table_turns_the_check_on(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("SWITCHYARD_HOME", str(tmp_path))
-    assert credits_config_from_mapping({"prices": {"chat": {"input": 1, "output": 2}}}) is None
-    config = credits_config_from_mapping({"credits": {}, "prices": {"chat": {"input": 1, "output": 2}}})
-    assert config is not None and config.ledger_db == tmp_path / "ledger.db"
+    pool = {"pools": {"chat": {"workers": ["http://127.0.0.1:9"]}}}
+    prices = {"prices": {"chat": {"input": 1, "output": 2}}}
+    assert fleet_config_from_mapping({**pool, **prices}).credits_db is None
+    config = fleet_config_from_mapping({**pool, **prices, "credits": {}})
+    assert config.credits_db == str(tmp_path / "ledger.db")
     assert config.prices.price("chat").output == 2
-    config = credits_config_from_mapping({"credits": {"ledger_db": "/srv/ledger.db"}})
-    assert config is not None and config.ledger_db == Path("/srv/ledger.db") and not config.prices.models
+    config = fleet_config_from_mapping({**pool, **prices, "credits": {"ledger_db": "/srv/ledger.db"}})
+    assert config.credits_db == "/srv/ledger.db"
     with pytest.raises(FleetConfigError, match="unknown setting"):
-        credits_config_from_mapping({"credits": {"ledger": "x"}})
+        fleet_config_from_mapping({**pool, **prices, "credits": {"ledger": "x"}})
+    with pytest.raises(FleetConfigError, match="no price for `chat`"):
+        fleet_config_from_mapping({**pool, "credits": {}})

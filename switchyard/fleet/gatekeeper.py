@@ -1,0 +1,232 @@
+"""What a request passes on its way to the proxy and back: its key's limits, the response cache, the admission
+hooks; and, when it has ended, the usage it is charged.
+
+In order: the key's limits admit the request or answer 429 (tenancy on); a deterministic request is looked up
+in the response cache (cache on) and a hit is answered at once; the admission hooks' `before` may refuse it;
+the tenant's name and priority are written into the body (tenant_fields.py); the proxy routes it. The answer's
+tokens are counted as it passes (usage_meter.py): a stream's output tokens draw on the key's tokens-per-minute
+bucket as they are sent. When the request has ended, however it ended, the lease is settled to the real
+usage and released, the hooks' `after` runs with that usage, and the usage and its cost are recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, replace
+from typing import Any
+
+from fastapi.responses import Response
+
+from switchyard.fleet.admission_hooks import AdmissionHooks, HookRequest, NoAdmissionHooks
+from switchyard.fleet.errors import RateLimitedError
+from switchyard.fleet.metrics import FleetMetrics
+from switchyard.fleet.pool import Pool
+from switchyard.fleet.prices import PriceTable
+from switchyard.fleet.proxy import Proxy, ProxyCall
+from switchyard.fleet.relay import RelayedStream, StreamEnd, StreamOutcome
+from switchyard.fleet.response_cache import (
+    CACHE_HEADER,
+    CacheDirective,
+    CachedResponse,
+    ResponseCache,
+    cache_key,
+    is_deterministic,
+)
+from switchyard.fleet.tenancy.key_limiter import Lease, estimate_prompt_tokens
+from switchyard.fleet.tenancy.records import Caller
+from switchyard.fleet.tenancy.service import Tenancy
+from switchyard.fleet.tenant_fields import max_output_tokens, tenant_body
+from switchyard.fleet.usage import TokenUsage
+from switchyard.fleet.usage_meter import UsageMeter
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_TENANT = "default"
+"""The tenant the admission hooks see when the gateway runs without tenancy."""
+_STREAM_OUTCOMES = {
+    StreamEnd.COMPLETED: "answered",
+    StreamEnd.REPLICA_LOST: "cut_off",
+    StreamEnd.CLIENT_GONE: "client_gone",
+}
+
+
+@dataclass(frozen=True)
+class GateRequest:
+    """A request at the gate: the proxy's call, and who sent it."""
+
+    call: ProxyCall
+    caller: Caller | None
+    """The tenant's key (None: the gateway runs without tenancy)."""
+    cache_namespace: str
+    """What keeps cached answers apart: the tenant's name, or without tenancy a hash of the client's key."""
+    cache_control: str | None = None
+
+
+@dataclass
+class _Admitted:
+    """An admitted request's accounting until it ends."""
+
+    tenant: str
+    model: str
+    prompt_estimate: int
+    lease: Lease | None
+    hook_token: Any
+    meter: UsageMeter
+    settled: bool = False
+
+
+class Gatekeeper:
+    def __init__(
+        self,
+        proxy: Proxy,
+        metrics: FleetMetrics,
+        prices: PriceTable,
+        tenancy: Tenancy | None = None,
+        cache: ResponseCache | None = None,
+        hooks: AdmissionHooks | None = None,
+    ) -> None:
+        self._proxy = proxy
+        self._metrics = metrics
+        self._prices = prices
+        self._tenancy = tenancy
+        self._cache = cache
+        self._hooks: AdmissionHooks = hooks if hooks is not None else NoAdmissionHooks()
+        self._hooked = hooks is not None
+
+    async def forward(self, pool: Pool, request: GateRequest) -> Response:
+        call, caller = request.call, request.caller
+        tenant = caller.tenant.name if caller is not None else DEFAULT_TENANT
+        estimate = estimate_prompt_tokens(call.fields.route.text)
+        lease = self._admit(caller, pool.name, estimate)
+        try:
+            key, lookup, entry = self._cache_lookup(request)
+            if self._cache is not None:
+                self._metrics.observe_cache_lookup(pool.name, lookup)
+            if entry is not None:
+                if lease is not None:  # the request counts; its tokens were not computed
+                    lease.settle(TokenUsage())
+                    lease.release()
+                await self._account(tenant, pool.name, TokenUsage(), "cache_hit", caller is not None)
+                return Response(entry.body, media_type=entry.media_type, headers={CACHE_HEADER: "hit"})
+            hook_request = HookRequest(
+                tenant=tenant,
+                model=pool.name,
+                endpoint=call.endpoint,
+                request_id=call.request_id,
+                prompt_tokens=estimate,
+                max_tokens=max_output_tokens(call.fields.body),
+            )
+            try:
+                hook_token = await self._hooks.before(hook_request)
+            except Exception:
+                if caller is not None:
+                    self._metrics.observe_tenant_request(tenant, pool.name, "refused")
+                raise
+        except BaseException:
+            if lease is not None:
+                lease.release()
+            raise
+        storing = key is not None and self._stores(request)
+        if caller is None and not storing and not self._hooked:
+            # Nothing counts this request's tokens: no meter on its way (no parsing of each event).
+            response = await self._proxy.forward(pool, call)
+            if self._cache is not None:
+                response.headers[CACHE_HEADER] = lookup
+            return response
+        hide_usage = False
+        if caller is not None:
+            forwarded = tenant_body(call.fields.body, call.endpoint, caller.tenant)
+            call, hide_usage = replace(call, body=forwarded.body), forwarded.hide_usage_chunk
+        meter = UsageMeter(
+            on_output_tokens=lease.charge_output if lease is not None else _ignore,
+            drop_usage_chunk=hide_usage,
+            record_up_to=self._cache.config.max_bytes if storing and self._cache is not None else 0,
+        )
+        admitted = _Admitted(tenant, pool.name, estimate, lease, hook_token, meter)
+        try:
+            response = await self._proxy.forward(pool, call)
+        except BaseException:
+            await asyncio.shield(self._settle(admitted, TokenUsage(), "refused", caller is not None))
+            raise
+        if self._cache is not None:
+            response.headers[CACHE_HEADER] = lookup
+        if isinstance(response, RelayedStream):
+            response.watch(
+                meter.observe_events,
+                lambda outcome: self._stream_ended(admitted, outcome, key if storing else None, response),
+            )
+            return response
+        answered = response.status_code < 400
+        if answered:
+            meter.observe_body(bytes(response.body))
+        usage = meter.usage(estimate) if answered else TokenUsage()
+        await self._settle(admitted, usage, "answered" if answered else "error", caller is not None)
+        if storing and key is not None and response.status_code == 200 and self._cache is not None:
+            self._cache.put(key, bytes(response.body), response.media_type or "application/json")
+            self._metrics.set_cache_entries(len(self._cache))
+        return response
+
+    def _admit(self, caller: Caller | None, model: str, estimate: int) -> Lease | None:
+        if caller is None or self._tenancy is None:
+            return None
+        try:
+            return self._tenancy.limiter.admit(caller, estimate)
+        except RateLimitedError:
+            self._metrics.observe_tenant_request(caller.tenant.name, model, "rate_limited")
+            raise
+
+    def _cache_lookup(self, request: GateRequest) -> tuple[str | None, str, CachedResponse | None]:
+        """The request's cache key (None: not to be cached), the lookup's result, and the entry on a hit."""
+        if self._cache is None:
+            return None, "off", None
+        body = request.call.fields.body
+        if not is_deterministic(body):
+            return None, "uncacheable", None
+        key = cache_key(request.cache_namespace, request.call.endpoint, body)
+        if not CacheDirective.from_header(request.cache_control).look_up:
+            return key, "bypass", None
+        entry = self._cache.get(key)
+        return key, "hit" if entry is not None else "miss", entry
+
+    def _stores(self, request: GateRequest) -> bool:
+        return CacheDirective.from_header(request.cache_control).store
+
+    async def _stream_ended(
+        self, admitted: _Admitted, outcome: StreamOutcome, key: str | None, response: RelayedStream
+    ) -> None:
+        usage = admitted.meter.usage(admitted.prompt_estimate)
+        await self._settle(admitted, usage, _STREAM_OUTCOMES[outcome.end], admitted.lease is not None)
+        recorded = admitted.meter.recorded
+        if key is not None and outcome.end is StreamEnd.COMPLETED and recorded and self._cache is not None:
+            self._cache.put(key, recorded, response.media_type or "text/event-stream")
+            self._metrics.set_cache_entries(len(self._cache))
+
+    async def _settle(self, admitted: _Admitted, usage: TokenUsage, outcome: str, tenancy: bool) -> None:
+        """Once per admitted request: the lease, the hooks' `after`, the usage's record."""
+        if admitted.settled:
+            return
+        admitted.settled = True
+        if admitted.lease is not None:
+            admitted.lease.settle(usage)
+            admitted.lease.release()
+        try:
+            await self._hooks.after(admitted.hook_token, usage)
+        except Exception:
+            logger.exception("an admission hook failed to settle request usage %s", usage)
+        await self._account(admitted.tenant, admitted.model, usage, outcome, tenancy)
+
+    async def _account(self, tenant: str, model: str, usage: TokenUsage, outcome: str, tenancy: bool) -> None:
+        if not tenancy or self._tenancy is None:
+            return
+        cost = self._prices.cost(model, usage)
+        self._metrics.observe_tenant_request(tenant, model, outcome)
+        self._metrics.observe_tenant_usage(tenant, model, usage, cost)
+        try:
+            await self._tenancy.record(tenant, model, usage, cost, cache_hit=outcome == "cache_hit")
+        except Exception:
+            logger.exception("recording the usage of tenant %s failed", tenant)
+
+
+def _ignore(_: int) -> None:
+    return None
