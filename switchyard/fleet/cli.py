@@ -27,6 +27,7 @@ from switchyard.extras import MissingExtraError, require_extra
 from switchyard.fleet.config import FleetConfig, LaunchConfig, PoolConfig, load_fleet_config
 from switchyard.fleet.errors import FleetConfigError
 from switchyard.fleet.ledger.config import default_ledger_path
+from switchyard.fleet.online_eval.config import OnlineEvalConfig
 from switchyard.fleet.policies import POLICIES
 from switchyard.fleet.replicas.base import ReplicaSpec
 from switchyard.fleet.response_cache import ResponseCacheConfig
@@ -199,6 +200,21 @@ def build_parser() -> argparse.ArgumentParser:
     tenancy.add_argument(
         "--response-cache-entries", type=int, default=None, help="answers the cache holds at most (4096)"
     )
+    evals = serve.add_argument_group("online evaluation")
+    evals.add_argument(
+        "--eval-sample",
+        type=float,
+        default=None,
+        metavar="RATE",
+        help="log this share (0..1) of requests with their answers for feedback (POST /v1/feedback) and "
+        "judges (`switchyard eval online`); per-tenant rates go in the --config file's [online_eval.tenants]",
+    )
+    evals.add_argument(
+        "--eval-log",
+        default=None,
+        metavar="PATH",
+        help="the online-eval log, a SQLite file (default $SWITCHYARD_HOME/online-eval.db)",
+    )
     gateway.add_argument("-v", "--verbose", action="store_true", help="log routing and health changes")
     return parser
 
@@ -227,12 +243,29 @@ def config_from_args(args: argparse.Namespace, serve_args: Sequence[str]) -> Fle
         settings["tenants_db"] = args.tenants_db
     if args.credits_db is not None:
         settings["credits_db"] = args.credits_db
+    online_eval = _online_eval_from_args(args, base.online_eval if base is not None else None)
+    if online_eval is not None:
+        settings["online_eval"] = online_eval
     cache = _cache_from_args(args, base.response_cache if base is not None else None)
     if cache is not None:
         settings["response_cache"] = cache
     if base is not None:
         return dataclasses.replace(base, pools=tuple(pools), **settings)
     return FleetConfig(pools=tuple(pools), **settings)
+
+
+def _online_eval_from_args(
+    args: argparse.Namespace, configured: OnlineEvalConfig | None
+) -> OnlineEvalConfig | None:
+    """The file's [online_eval] with the flags' changes; --eval-sample alone turns it on."""
+    changes: dict[str, Any] = {}
+    if args.eval_sample is not None:
+        changes["sample"] = args.eval_sample
+    if args.eval_log is not None:
+        changes["log"] = args.eval_log
+    if not changes:
+        return configured
+    return dataclasses.replace(configured or OnlineEvalConfig(), **changes)
 
 
 def _cache_from_args(

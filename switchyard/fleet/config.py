@@ -22,6 +22,10 @@ A config comes from flags (`switchyard fleet serve --worker ...`) or a TOML file
     ttl = 300
     max_entries = 4096
 
+    [online_eval]                       # log 5% of requests (acme: 50%) for feedback and judges
+    sample = 0.05
+    tenants = { acme = 0.5 }
+
     [prices.chat]                       # per 1M tokens: usage costs, and the credits ledger's charges
     input = 0.5
     cached_input = 0.125
@@ -39,6 +43,7 @@ from urllib.parse import urlsplit
 
 from switchyard.fleet.errors import FleetConfigError
 from switchyard.fleet.ledger.config import ledger_db_from_mapping
+from switchyard.fleet.online_eval.config import OnlineEvalConfig, online_eval_from_mapping
 from switchyard.fleet.policies import POLICIES, make_policy
 from switchyard.fleet.prices import PriceTable, price_table_from_mapping
 from switchyard.fleet.replicas.base import ReplicaSpec
@@ -177,6 +182,8 @@ class FleetConfig:
     credits_db: str | None = None
     """The credits ledger (a SQLite file): set, a request is admitted only if its tenant's credit covers its
     reservation (prompt + max_tokens at the model's price), settled to what it used when it ends."""
+    online_eval: OnlineEvalConfig | None = None
+    """Log a sampled share of requests with their answers, for feedback and judges (None: off)."""
 
     def __post_init__(self) -> None:
         if not self.pools:
@@ -232,6 +239,7 @@ _FLEET_KEYS = {f.name for f in fields(FleetConfig)} - {
     "response_cache",
     "prices",
     "credits_db",
+    "online_eval",
 }
 _CACHE_KEYS = {f.name for f in fields(ResponseCacheConfig)}
 
@@ -263,7 +271,7 @@ def _fleet_config(document: Mapping[str, Any]) -> FleetConfig:
         _FLEET_KEYS
         | _POOL_DEFAULT_KEYS
         | set(_BREAKER_KEYS)
-        | {"pools", "response_cache", "prices", "credits"}
+        | {"pools", "response_cache", "prices", "credits", "online_eval"}
     )
     _reject_unknown(document, allowed, "at the top level")
     pools_table = document.get("pools", {})
@@ -275,6 +283,8 @@ def _fleet_config(document: Mapping[str, Any]) -> FleetConfig:
     settings: dict[str, Any] = {key: document[key] for key in _FLEET_KEYS if key in document}
     if "response_cache" in document:
         settings["response_cache"] = _cache_from_mapping(document["response_cache"])
+    if "online_eval" in document:
+        settings["online_eval"] = online_eval_from_mapping(document["online_eval"])
     prices = document.get("prices", {})
     if not isinstance(prices, Mapping):
         raise FleetConfigError("`prices` must be a table of [prices.MODEL] tables")

@@ -105,6 +105,14 @@ class NotEnabledError(SwitchyardError):
     """The route needs a feature this gateway was started without (usage needs --tenants-db)."""
 
 
+class UnknownRequestError(SwitchyardError):
+    """Feedback names a request id the online-eval log does not hold (not sampled, or another tenant's)."""
+
+    def __init__(self, request_id: str) -> None:
+        self.request_id = request_id
+        super().__init__(f"No logged request has the id `{request_id}`.")
+
+
 @dataclass(frozen=True)
 class ErrorInfo:
     status: int
@@ -178,6 +186,8 @@ def describe(exc: BaseException) -> ErrorInfo:
             code="rate_limit_exceeded",
             headers=retry_after_header(exc.retry_after),
         )
+    if isinstance(exc, UnknownRequestError):
+        return ErrorInfo(404, "invalid_request_error", str(exc), param="request_id", code="request_not_found")
     if isinstance(exc, NotEnabledError):
         return ErrorInfo(404, "invalid_request_error", str(exc), code="not_enabled")
     logger.error("unexpected error in the gateway", exc_info=exc)

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -21,6 +23,7 @@ from fastapi.responses import Response
 from switchyard.fleet.admission_hooks import AdmissionHooks, HookRequest, NoAdmissionHooks
 from switchyard.fleet.errors import RateLimitedError
 from switchyard.fleet.metrics import FleetMetrics
+from switchyard.fleet.online_eval.recorder import OnlineEvalRecorder
 from switchyard.fleet.pool import Pool
 from switchyard.fleet.prices import PriceTable
 from switchyard.fleet.proxy import Proxy, ProxyCall
@@ -73,6 +76,11 @@ class _Admitted:
     lease: Lease | None
     hook_token: Any
     meter: UsageMeter
+    call: ProxyCall
+    """The call as the client sent it (before the tenant's fields were written in), for the online-eval log."""
+    sampled: bool = False
+    """Logged for online evaluation when it ends."""
+    started: float = 0.0
     settled: bool = False
 
 
@@ -85,8 +93,13 @@ class Gatekeeper:
         tenancy: Tenancy | None = None,
         cache: ResponseCache | None = None,
         hooks: AdmissionHooks | None = None,
+        online_eval: OnlineEvalRecorder | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """`online_eval`: logs a sampled share of the requests that reach a replica (online_eval/)."""
         self._proxy = proxy
+        self._online_eval = online_eval
+        self._clock = clock
         self._metrics = metrics
         self._prices = prices
         self._tenancy = tenancy
@@ -96,6 +109,7 @@ class Gatekeeper:
 
     async def forward(self, pool: Pool, request: GateRequest) -> Response:
         call, caller = request.call, request.caller
+        started = self._clock()
         tenant = caller.tenant.name if caller is not None else DEFAULT_TENANT
         estimate = estimate_prompt_tokens(call.fields.route.text)
         lease = self._admit(caller, pool.name, estimate)
@@ -128,22 +142,24 @@ class Gatekeeper:
                 lease.release()
             raise
         storing = key is not None and self._stores(request)
-        if caller is None and not storing and not self._hooked:
+        sampled = self._online_eval is not None and self._online_eval.sampled(tenant)
+        if caller is None and not storing and not self._hooked and not sampled:
             # Nothing counts this request's tokens: no meter on its way (no parsing of each event).
             response = await self._proxy.forward(pool, call)
             if self._cache is not None:
                 response.headers[CACHE_HEADER] = lookup
             return response
         hide_usage = False
+        sent = call
         if caller is not None:
             forwarded = tenant_body(call.fields.body, call.endpoint, caller.tenant)
             call, hide_usage = replace(call, body=forwarded.body), forwarded.hide_usage_chunk
         meter = UsageMeter(
             on_output_tokens=lease.charge_output if lease is not None else _ignore,
             drop_usage_chunk=hide_usage,
-            record_up_to=self._cache.config.max_bytes if storing and self._cache is not None else 0,
+            record_up_to=self._record_limit(storing, sampled),
         )
-        admitted = _Admitted(tenant, pool.name, estimate, lease, hook_token, meter)
+        admitted = _Admitted(tenant, pool.name, estimate, lease, hook_token, meter, sent, sampled, started)
         try:
             response = await self._proxy.forward(pool, call)
         except BaseException:
@@ -162,10 +178,36 @@ class Gatekeeper:
             meter.observe_body(bytes(response.body))
         usage = meter.usage(estimate) if answered else TokenUsage()
         await self._settle(admitted, usage, "answered" if answered else "error", caller is not None)
+        self._log(admitted, bytes(response.body), False, response.status_code, usage)
         if storing and key is not None and response.status_code == 200 and self._cache is not None:
             self._cache.put(key, bytes(response.body), response.media_type or "application/json")
             self._metrics.set_cache_entries(len(self._cache))
         return response
+
+    def _record_limit(self, storing: bool, sampled: bool) -> int:
+        """Bytes of the answer the meter keeps: for the response cache, the online-eval log, or both."""
+        limit = self._cache.config.max_bytes if storing and self._cache is not None else 0
+        if sampled and self._online_eval is not None:
+            limit = max(limit, self._online_eval.config.max_bytes)
+        return limit
+
+    def _log(
+        self, admitted: _Admitted, answer: bytes | None, streamed: bool, status: int, usage: TokenUsage
+    ) -> None:
+        if not admitted.sampled or self._online_eval is None:
+            return
+        self._online_eval.record(
+            request_id=admitted.call.request_id,
+            tenant=admitted.tenant,
+            pool=admitted.model,
+            endpoint=admitted.call.endpoint,
+            request=admitted.call.body,
+            answer=answer,
+            streamed=streamed,
+            status=status,
+            latency=self._clock() - admitted.started,
+            usage=usage,
+        )
 
     def _admit(self, caller: Caller | None, model: str, estimate: int) -> Lease | None:
         if caller is None or self._tenancy is None:
@@ -198,6 +240,7 @@ class Gatekeeper:
         usage = admitted.meter.usage(admitted.prompt_estimate)
         await self._settle(admitted, usage, _STREAM_OUTCOMES[outcome.end], admitted.lease is not None)
         recorded = admitted.meter.recorded
+        self._log(admitted, recorded, True, response.status_code, usage)
         if key is not None and outcome.end is StreamEnd.COMPLETED and recorded and self._cache is not None:
             self._cache.put(key, recorded, response.media_type or "text/event-stream")
             self._metrics.set_cache_entries(len(self._cache))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
@@ -36,8 +37,9 @@ from switchyard.fleet.errors import (
     describe,
 )
 from switchyard.fleet.forwarded_headers import REQUEST_ID_HEADER, upstream_headers
-from switchyard.fleet.gatekeeper import GateRequest
+from switchyard.fleet.gatekeeper import DEFAULT_TENANT, GateRequest
 from switchyard.fleet.metrics import CONTENT_TYPE
+from switchyard.fleet.online_eval.feedback import parse_feedback, record_feedback
 from switchyard.fleet.proxy import ProxyCall
 from switchyard.fleet.request_fields import read_request_fields
 from switchyard.fleet.runtime import FleetRuntime
@@ -177,6 +179,17 @@ def _openai_routes(runtime: FleetRuntime) -> APIRouter:
                 },
             }
         )
+
+    @router.post("/feedback", response_model=None)
+    async def feedback(request: Request) -> Response:
+        """A rating (-1..1), a correction or a comment on a logged request (online_eval/feedback.py)."""
+        if runtime.online_eval is None:
+            raise NotEnabledError("Feedback needs online evaluation: start the gateway with --eval-sample.")
+        tenancy = runtime.tenancy is not None
+        tenant = _tenant_caller(request).tenant.name if tenancy else DEFAULT_TENANT
+        given = parse_feedback(await request.body(), tenant, time.time())
+        await record_feedback(runtime.online_eval, given, tenancy)
+        return JSONResponse({"object": "feedback", "request_id": given.request_id, "rating": given.rating})
 
     @router.get("/fleet/replicas", response_model=None)
     async def replicas() -> Response:

@@ -28,6 +28,7 @@ from switchyard.fleet.ledger.gate import CreditGate
 from switchyard.fleet.ledger.hooks import CreditHooks
 from switchyard.fleet.ledger.ledger import Ledger
 from switchyard.fleet.metrics import FleetMetrics
+from switchyard.fleet.online_eval.recorder import OnlineEvalRecorder
 from switchyard.fleet.pool import Pool
 from switchyard.fleet.proxy import Proxy
 from switchyard.fleet.replica import Replica
@@ -81,6 +82,12 @@ class FleetRuntime:
         self.cache = (
             ResponseCache(config.response_cache, limits_clock) if config.response_cache is not None else None
         )
+        self.online_eval = (
+            OnlineEvalRecorder(config.online_eval, config.prices, wall_clock=wall_clock)
+            if config.online_eval is not None
+            else None
+        )
+        """The online-eval log's recorder; None when no request is sampled."""
         self._credits: CreditHooks | None = None
         if hooks is None and config.credits_db is not None:
             gate = CreditGate(Ledger.open(Path(config.credits_db)), config.prices)
@@ -127,8 +134,17 @@ class FleetRuntime:
             self._client, self.metrics, config.max_attempts, config.health_timeout, self._clock
         )
         self._gatekeeper = Gatekeeper(
-            self._proxy, self.metrics, config.prices, self.tenancy, self.cache, self._hooks
+            self._proxy,
+            self.metrics,
+            config.prices,
+            self.tenancy,
+            self.cache,
+            self._hooks,
+            self.online_eval,
+            self._clock,
         )
+        if self.online_eval is not None:
+            self.online_eval.writer.start()
         for pool_config in config.pools:
             if pool_config.launch is None:
                 continue
@@ -159,6 +175,8 @@ class FleetRuntime:
             pool.close()
         if self._credits is not None:
             self._credits.close()
+        if self.online_eval is not None:
+            await self.online_eval.writer.stop()
         results = await asyncio.gather(
             *(launcher.stop(grace) for launcher in self.launchers.values()), return_exceptions=True
         )

@@ -1,0 +1,91 @@
+"""Online evaluation through a real gateway: sampled requests are logged with their answers, feedback is tied
+to them, and a stream's logged response is the text the caller read."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fleet_harness import Replicas, RunningGateway, gateway_config, start_gateway, wait_for
+
+from switchyard.fleet.online_eval.config import OnlineEvalConfig
+from switchyard.fleet.online_eval.log import OnlineEvalLog
+
+CHAT = [{"role": "user", "content": "Say something."}]
+
+
+@pytest.fixture(scope="module")
+def gateway(replicas: Replicas, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningGateway]:
+    log = tmp_path_factory.mktemp("online-eval") / "log.db"
+    config = gateway_config(
+        {"tiny": [replicas.a.url]}, online_eval=OnlineEvalConfig(sample=1.0, log=str(log))
+    )
+    running = start_gateway(config)
+    running.wait_all_healthy()
+    yield running
+    running.stop()
+
+
+def _logged(gateway: RunningGateway, request_id: str) -> list:
+    recorder = gateway.runtime.online_eval
+    assert recorder is not None
+    reader = OnlineEvalLog(Path(recorder.log.path))
+    try:
+        return [e for e in reader.exchanges() if e.request_id == request_id]
+    finally:
+        reader.close()
+
+
+def test_a_sampled_request_is_logged_with_its_answer(gateway: RunningGateway) -> None:
+    with gateway.http() as http:
+        answer = http.post(
+            "/v1/chat/completions",
+            json={"model": "tiny", "messages": CHAT, "max_tokens": 4},
+            headers={"x-request-id": "logged-1"},
+        )
+    assert answer.status_code == 200
+    wait_for(lambda: bool(_logged(gateway, "logged-1")), what="the exchange in the log")
+    (exchange,) = _logged(gateway, "logged-1")
+    assert exchange.pool == "tiny" and exchange.endpoint == "chat" and exchange.status == 200
+    assert json.loads(exchange.request)["max_tokens"] == 4
+    assert exchange.response == answer.text
+    assert exchange.usage.output_tokens == 4 and exchange.latency > 0 and not exchange.shadow
+
+
+def test_a_stream_is_logged_as_the_text_the_caller_read(gateway: RunningGateway) -> None:
+    client = gateway.client()
+    stream = client.chat.completions.create(
+        model="tiny",
+        messages=CHAT,
+        max_tokens=5,
+        stream=True,
+        extra_headers={"x-request-id": "logged-stream"},
+        extra_body={"ignore_eos": True},
+    )
+    text = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+    wait_for(lambda: bool(_logged(gateway, "logged-stream")), what="the stream in the log")
+    (exchange,) = _logged(gateway, "logged-stream")
+    assert exchange.response == text and text
+    assert exchange.usage.output_tokens >= 1  # counted from the events (the client asked for no usage)
+
+
+def test_feedback_ties_a_rating_to_a_logged_request(gateway: RunningGateway) -> None:
+    with gateway.http() as http:
+        http.post(
+            "/v1/completions",
+            json={"model": "tiny", "prompt": "abc", "max_tokens": 2},
+            headers={"x-request-id": "rated-1"},
+        ).raise_for_status()
+        given = http.post("/v1/feedback", json={"request_id": "rated-1", "rating": 1, "correction": "better"})
+        assert given.status_code == 200, given.text
+        unknown = http.post("/v1/feedback", json={"request_id": "never-sent", "rating": -1})
+        assert unknown.status_code == 404
+        assert unknown.json()["error"]["code"] == "request_not_found"
+        out_of_range = http.post("/v1/feedback", json={"request_id": "rated-1", "rating": 5})
+        assert out_of_range.status_code == 400 and out_of_range.json()["error"]["param"] == "rating"
+    recorder = gateway.runtime.online_eval
+    assert recorder is not None
+    (stored,) = recorder.log.feedback("rated-1")
+    assert stored.rating == 1.0 and stored.correction == "better" and stored.tenant == "default"
