@@ -11,6 +11,7 @@ A config comes from flags (`switchyard fleet serve --worker ...`) or a TOML file
     policy = "kv_aware"
     tokenizer = "/models/chat"          # the model's tokenizer.json, for token-keyed routing
     policy_options = { request_cost_tokens = 256 }
+    shadow = { pool = "small", share = 0.1 }   # copy 10% of requests to `small`, answers only logged
 
     [pools.small]                       # started here: 2 x `switchyard serve switchyard-chat --dtype float32`
     replicas = 2
@@ -96,6 +97,19 @@ class LaunchConfig:
 
 
 @dataclass(frozen=True)
+class ShadowConfig:
+    """`[pools.NAME] shadow = { pool = "candidate", share = 0.1 }`: copy that share of the pool's requests to
+    the candidate pool in the background (shadow.py); the caller never waits for or sees the copy."""
+
+    pool: str
+    share: float
+
+    def __post_init__(self) -> None:
+        if isinstance(self.share, bool) or not isinstance(self.share, int | float) or not 0 < self.share <= 1:
+            raise FleetConfigError(f"a shadow's share must be in (0, 1], got {self.share!r}")
+
+
+@dataclass(frozen=True)
 class PoolConfig:
     """One model name and the replicas that serve it."""
 
@@ -118,6 +132,8 @@ class PoolConfig:
     still pick the best replica when one frees up."""
     max_queue: int = 256
     """Requests waiting in the gateway for a free replica; beyond it, 429 with Retry-After."""
+    shadow: ShadowConfig | None = None
+    """A candidate pool that gets a copy of a share of this pool's requests (None: none)."""
 
     def __post_init__(self) -> None:
         if not self.model:
@@ -202,6 +218,13 @@ class FleetConfig:
             raise FleetConfigError("max_attempts must be at least 1")
         if self.shutdown_grace < 0:
             raise FleetConfigError("shutdown_grace must be >= 0")
+        for pool in self.pools:
+            if pool.shadow is not None and pool.shadow.pool not in names:
+                raise FleetConfigError(
+                    f"pool `{pool.model}`: its shadow pool `{pool.shadow.pool}` does not exist"
+                )
+            if pool.shadow is not None and pool.shadow.pool == pool.model:
+                raise FleetConfigError(f"pool `{pool.model}` cannot shadow itself")
         if self.credits_db is not None:
             self.prices.require(pool.model for pool in self.pools)
         ray_addresses = {p.launch.ray_address for p in self.pools if p.launch and p.launch.launcher == "ray"}
@@ -229,6 +252,7 @@ _POOL_KEYS = {
     "ray_address",
     "gpus_per_replica",
     "cpus_per_replica",
+    "shadow",
 }
 _POOL_DEFAULT_KEYS = {"policy", "max_in_flight_per_replica", "max_queue"}
 """Pool settings a file may also give at its top level, as the default of every pool."""
@@ -322,7 +346,7 @@ def _pool_from_mapping(name: str, table: Any) -> PoolConfig:
             cpus_per_replica=float(table.get("cpus_per_replica", 1.0)),
         )
     else:
-        launch_only = sorted(set(table) & (_POOL_KEYS - _POOL_DEFAULT_KEYS - {"workers"}))
+        launch_only = sorted(set(table) & (_POOL_KEYS - _POOL_DEFAULT_KEYS - {"workers", "shadow"}))
         if launch_only:
             raise FleetConfigError(f"[pools.{name}] gives {', '.join(launch_only)} but no `replicas` count")
     workers = table.get("workers", [])
@@ -338,8 +362,17 @@ def _pool_from_mapping(name: str, table: Any) -> PoolConfig:
         launch=launch,
         policy_options=dict(options),
         tokenizer=table.get("tokenizer"),
+        shadow=_shadow_from_mapping(name, table.get("shadow")),
         **settings,
     )
+
+
+def _shadow_from_mapping(name: str, table: Any) -> ShadowConfig | None:
+    if table is None:
+        return None
+    if not isinstance(table, Mapping) or set(table) != {"pool", "share"}:
+        raise FleetConfigError(f'[pools.{name}] shadow must be {{ pool = "NAME", share = RATE }}')
+    return ShadowConfig(pool=str(table["pool"]), share=table["share"])
 
 
 def _reject_unknown(table: Mapping[str, Any], allowed: set[str], where: str) -> None:

@@ -36,6 +36,7 @@ from switchyard.fleet.response_cache import (
     cache_key,
     is_deterministic,
 )
+from switchyard.fleet.shadow import ShadowTraffic
 from switchyard.fleet.tenancy.key_limiter import Lease, estimate_prompt_tokens
 from switchyard.fleet.tenancy.records import Caller
 from switchyard.fleet.tenancy.service import Tenancy
@@ -95,10 +96,14 @@ class Gatekeeper:
         hooks: AdmissionHooks | None = None,
         online_eval: OnlineEvalRecorder | None = None,
         clock: Callable[[], float] = time.monotonic,
+        shadows: dict[str, tuple[Pool, float]] | None = None,
     ) -> None:
         """`online_eval`: logs a sampled share of the requests that reach a replica (online_eval/)."""
         self._proxy = proxy
         self._online_eval = online_eval
+        self._shadows = shadows or {}
+        """By pool name: the candidate pool that gets copies of its requests, and the share copied."""
+        self.shadow = ShadowTraffic(proxy, online_eval, clock=clock)
         self._clock = clock
         self._metrics = metrics
         self._prices = prices
@@ -142,7 +147,12 @@ class Gatekeeper:
                 lease.release()
             raise
         storing = key is not None and self._stores(request)
-        sampled = self._online_eval is not None and self._online_eval.sampled(tenant)
+        shadow = self._shadows.get(pool.name)
+        shadowed = shadow is not None and self.shadow.chosen(shadow[1])
+        # a shadowed request is logged too, so the candidate's answer has the primary's beside it
+        sampled = self._online_eval is not None and (shadowed or self._online_eval.sampled(tenant))
+        if shadow is not None and shadowed:
+            self.shadow.send(shadow[0], call, tenant)
         if caller is None and not storing and not self._hooked and not sampled:
             # Nothing counts this request's tokens: no meter on its way (no parsing of each event).
             response = await self._proxy.forward(pool, call)

@@ -142,6 +142,11 @@ class FleetRuntime:
             self._hooks,
             self.online_eval,
             self._clock,
+            {
+                pool.model: (self.pools[pool.shadow.pool], pool.shadow.share)
+                for pool in config.pools
+                if pool.shadow is not None
+            },
         )
         if self.online_eval is not None:
             self.online_eval.writer.start()
@@ -175,6 +180,8 @@ class FleetRuntime:
             pool.close()
         if self._credits is not None:
             self._credits.close()
+        if self._gatekeeper is not None:
+            await self._gatekeeper.shadow.close()
         if self.online_eval is not None:
             await self.online_eval.writer.stop()
         results = await asyncio.gather(

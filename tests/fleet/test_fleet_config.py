@@ -8,6 +8,7 @@ import pytest
 
 from switchyard.fleet.config import FleetConfig, PoolConfig, load_fleet_config
 from switchyard.fleet.errors import FleetConfigError
+from switchyard.fleet.online_eval.config import OnlineEvalConfig
 
 EXAMPLE = """
 port = 9000
@@ -103,3 +104,41 @@ def test_pools_on_ray_share_one_cluster() -> None:
     FleetConfig(pools=(on_ray("a", "auto"), on_ray("b", "auto")))
     with pytest.raises(FleetConfigError, match="same ray_address"):
         FleetConfig(pools=(on_ray("a", "auto"), on_ray("b", None)))
+
+
+def test_shadow_and_online_eval_come_from_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "fleet.toml"
+    path.write_text(
+        '[pools.chat]\nworkers = ["http://a:1"]\nshadow = { pool = "next", share = 0.1 }\n'
+        '[pools.next]\nworkers = ["http://b:1"]\n'
+        '[online_eval]\nsample = 0.05\ntenants = { acme = 0.5 }\nlog = "x.db"\n'
+    )
+    config = load_fleet_config(path)
+    shadow = config.pool("chat").shadow
+    assert shadow is not None and (shadow.pool, shadow.share) == ("next", 0.1)
+    assert config.online_eval is not None
+    assert config.online_eval.rate("acme") == 0.5 and config.online_eval.rate("other") == 0.05
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('shadow = { pool = "nowhere", share = 0.1 }', "does not exist"),
+        ('shadow = { pool = "chat", share = 0.1 }', "cannot shadow itself"),
+        ('shadow = { pool = "next", share = 0 }', "share must be in"),
+    ],
+)
+def test_a_shadow_must_name_another_pool_and_a_share(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "fleet.toml"
+    path.write_text(
+        f'[pools.chat]\nworkers = ["http://a:1"]\n{text}\n[pools.next]\nworkers = ["http://b:1"]\n'
+    )
+    with pytest.raises(FleetConfigError, match=message):
+        load_fleet_config(path)
+
+
+def test_an_online_eval_rate_is_a_share() -> None:
+    with pytest.raises(FleetConfigError, match=r"in \[0, 1\]"):
+        FleetConfig(
+            pools=(PoolConfig("chat", workers=("http://a:1",)),), online_eval=OnlineEvalConfig(sample=2)
+        )
