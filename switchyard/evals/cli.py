@@ -16,6 +16,7 @@ import re
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -191,6 +192,28 @@ def build_parser() -> argparse.ArgumentParser:
     ab.add_argument("--label-a", default="A", help="name of side A in the report (A)")
     ab.add_argument("--label-b", default="B", help="name of side B in the report (B)")
     _add_decision(ab)
+
+    online = commands.add_parser(
+        "online",
+        help="grade the answers the fleet gateway logged (online evaluation) with a judge model",
+        description="Score every exchange in the gateway's online-eval log (--eval-sample) that this judge has "
+        "not graded yet, primary and shadow answers alike, with the judge scorer; the verdicts go back into "
+        "the log. --every repeats it (or run it from cron).",
+    )
+    online.add_argument(
+        "--log", type=Path, default=None, help="the log (default $SWITCHYARD_HOME/online-eval.db)"
+    )
+    online.add_argument(
+        "--judge-base-url", required=True, help="the judge's OpenAI-compatible URL (with /v1)"
+    )
+    online.add_argument("--judge-model", required=True, help="the judge model")
+    online.add_argument("--judge-api-key", default="unused", help="the judge endpoint's key")
+    online.add_argument("--rubric", default=None, help="what a passing answer does (a general default)")
+    online.add_argument("--since", default=None, help="only exchanges logged since: unix seconds or ISO 8601")
+    online.add_argument(
+        "--every", default=None, help="repeat every DURATION (30s, 10m, 1h) until interrupted"
+    )
+    online.add_argument("--timeout", type=float, default=120.0, help="seconds per judge request (120)")
 
     commands.add_parser(
         "list",
@@ -383,7 +406,48 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"run": cmd_run, "compare": cmd_compare, "ab": cmd_ab, "list": cmd_list}
+def cmd_online(args: argparse.Namespace) -> int:
+    import openai
+
+    from switchyard.evals.online import DEFAULT_RUBRIC, judge_every, judge_log
+    from switchyard.evals.scorers import JudgeEndpoint, ScoringContext
+    from switchyard.fleet.online_eval.config import default_eval_log
+
+    client = openai.AsyncOpenAI(
+        base_url=args.judge_base_url, api_key=args.judge_api_key, timeout=args.timeout, max_retries=2
+    )
+    context = ScoringContext(judge=JudgeEndpoint(client, args.judge_model))
+    log = args.log or default_eval_log()
+    rubric = args.rubric or DEFAULT_RUBRIC
+    since = _since(args.since)
+    if args.every is not None:
+        asyncio.run(judge_every(log, context, args.judge_model, rubric, _seconds(args.every), since))
+        return 0
+    run = asyncio.run(judge_log(log, context, args.judge_model, rubric, since))
+    print(f"switchyard eval online: graded {run.graded}, passed {run.passed} ({log})")
+    return 0
+
+
+def _since(value: str | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        moment = datetime.fromisoformat(value)
+        return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
+
+
+def _seconds(duration: str) -> float:
+    """`90`, `30s`, `10m`, `1h` in seconds."""
+    units = {"s": 1.0, "m": 60.0, "h": 3600.0}
+    value = float(duration[:-1]) * units[duration[-1]] if duration[-1:] in units else float(duration)
+    if value <= 0:
+        raise ValueError(f"--every must be a positive duration, not {duration!r}")
+    return value
+
+
+COMMANDS = {"online": cmd_online, "run": cmd_run, "compare": cmd_compare, "ab": cmd_ab, "list": cmd_list}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

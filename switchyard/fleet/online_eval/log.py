@@ -48,6 +48,20 @@ class Feedback:
     created: float
 
 
+@dataclass(frozen=True)
+class StoredVerdict:
+    """A judge's grade of one logged answer (`judge`: the judge model's name)."""
+
+    request_id: str
+    shadow: bool
+    judge: str
+    passed: bool
+    score: float
+    """In [0, 1]."""
+    rationale: str
+    created: float
+
+
 class OnlineEvalLog:
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -98,6 +112,23 @@ class OnlineEvalLog:
                 "SELECT * FROM feedback WHERE request_id = ? ORDER BY created", (request_id,)
             ).fetchall()
         return [Feedback(*row) for row in rows]
+
+    def add_verdict(self, verdict: StoredVerdict) -> None:
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    verdict.request_id, int(verdict.shadow), verdict.judge, int(verdict.passed), verdict.score,
+                    verdict.rationale, verdict.created,
+                ),
+            )  # fmt: skip
+
+    def verdicts(self, judge: str | None = None) -> list[StoredVerdict]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT * FROM verdicts WHERE ? IS NULL OR judge = ? ORDER BY created", (judge, judge)
+            ).fetchall()
+        return [StoredVerdict(r[0], bool(r[1]), r[2], bool(r[3]), r[4], r[5], r[6]) for r in rows]
 
     def exchanges(self, since: float | None = None) -> Iterator[LoggedExchange]:
         with self._lock:
