@@ -28,6 +28,7 @@ from switchyard.fleet.ledger.gate import CreditGate
 from switchyard.fleet.ledger.hooks import CreditHooks
 from switchyard.fleet.ledger.ledger import Ledger
 from switchyard.fleet.metrics import FleetMetrics
+from switchyard.fleet.online_eval.metrics import OnlineEvalMetrics
 from switchyard.fleet.online_eval.recorder import OnlineEvalRecorder
 from switchyard.fleet.pool import Pool
 from switchyard.fleet.proxy import Proxy
@@ -88,6 +89,8 @@ class FleetRuntime:
             else None
         )
         """The online-eval log's recorder; None when no request is sampled."""
+        if self.online_eval is not None:
+            self.online_eval.metrics = OnlineEvalMetrics(self.metrics.registry, self.online_eval.log)
         self._credits: CreditHooks | None = None
         if hooks is None and config.credits_db is not None:
             gate = CreditGate(Ledger.open(Path(config.credits_db)), config.prices)

@@ -50,6 +50,8 @@ async def record_feedback(recorder: OnlineEvalRecorder, feedback: Feedback, tena
     """Store `feedback` if its request is logged (and, with tenancy, is the tenant's); else UnknownRequestError."""
     await recorder.writer.flush()  # a request answered a moment ago may still be on the writer's queue
     owner = recorder.log.owner(feedback.request_id)
-    if owner is None or (tenancy and owner != feedback.tenant):
+    if owner is None or (tenancy and owner[0] != feedback.tenant):
         raise UnknownRequestError(feedback.request_id)
     recorder.log.add_feedback(feedback)
+    if recorder.metrics is not None:
+        recorder.metrics.observe_feedback(owner[1], feedback.rating)

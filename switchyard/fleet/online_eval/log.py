@@ -88,13 +88,22 @@ class OnlineEvalLog:
                 "INSERT OR REPLACE INTO exchanges VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows
             )
 
-    def owner(self, request_id: str) -> str | None:
-        """The tenant of a logged request, or None when the request was not logged."""
+    def owner(self, request_id: str) -> tuple[str, str] | None:
+        """The tenant and pool of a logged request, or None when the request was not logged."""
         with self._lock:
             row = self._db.execute(
-                "SELECT tenant FROM exchanges WHERE request_id = ? AND shadow = 0", (request_id,)
+                "SELECT tenant, pool FROM exchanges WHERE request_id = ? AND shadow = 0", (request_id,)
             ).fetchone()
-        return None if row is None else str(row[0])
+        return None if row is None else (str(row[0]), str(row[1]))
+
+    def verdict_counts(self) -> list[tuple[str, bool, str, int, int]]:
+        """(pool, shadow, judge, verdicts, passes) over the whole log."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT e.pool, v.shadow, v.judge, COUNT(*), SUM(v.passed) FROM verdicts v JOIN exchanges e "
+                "ON e.request_id = v.request_id AND e.shadow = v.shadow GROUP BY e.pool, v.shadow, v.judge"
+            ).fetchall()
+        return [(str(p), bool(s), str(j), int(n), int(k or 0)) for p, s, j, n, k in rows]
 
     def add_feedback(self, feedback: Feedback) -> None:
         with self._lock:

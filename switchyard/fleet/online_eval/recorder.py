@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from switchyard.fleet.online_eval.config import OnlineEvalConfig
 from switchyard.fleet.online_eval.log import OnlineEvalLog
+from switchyard.fleet.online_eval.metrics import OnlineEvalMetrics
 from switchyard.fleet.online_eval.record import LoggedExchange
 from switchyard.fleet.online_eval.stream_text import stream_text
 from switchyard.fleet.online_eval.writer import LogWriter
@@ -32,6 +33,8 @@ class OnlineEvalRecorder:
         self._draw = draw
         self._wall_clock = wall_clock
         self.writer = LogWriter(OnlineEvalLog(config.log_path), config.queue)
+        self.metrics: OnlineEvalMetrics | None = None
+        """Set by the runtime, which owns the registry."""
 
     @property
     def log(self) -> OnlineEvalLog:
@@ -58,19 +61,19 @@ class OnlineEvalRecorder:
     ) -> None:
         """Queue the exchange; `answer` None (it outgrew max_bytes) logs an empty response."""
         text = "" if answer is None else stream_text(answer) if streamed else answer.decode(errors="replace")
-        self.writer.submit(
-            LoggedExchange(
-                request_id=request_id,
-                tenant=tenant,
-                pool=pool,
-                endpoint=endpoint,
-                request=request.decode(errors="replace"),
-                response=text,
-                status=status,
-                latency=latency,
-                usage=usage,
-                cost=self._prices.cost(pool, usage),
-                created=self._wall_clock(),
-                shadow=shadow,
-            )
+        exchange = LoggedExchange(
+            request_id=request_id,
+            tenant=tenant,
+            pool=pool,
+            endpoint=endpoint,
+            request=request.decode(errors="replace"),
+            response=text,
+            status=status,
+            latency=latency,
+            usage=usage,
+            cost=self._prices.cost(pool, usage),
+            created=self._wall_clock(),
+            shadow=shadow,
         )
+        if self.writer.submit(exchange) and self.metrics is not None:
+            self.metrics.observe_logged(exchange)

@@ -25,11 +25,14 @@ class LogWriter:
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="online-eval-writer")
 
-    def submit(self, exchange: LoggedExchange) -> None:
+    def submit(self, exchange: LoggedExchange) -> bool:
+        """Queue `exchange`; False when the queue is full and it was dropped."""
         try:
             self._queue.put_nowait(exchange)
         except asyncio.QueueFull:
             self.dropped += 1
+            return False
+        return True
 
     async def flush(self) -> None:
         """Wait until everything submitted so far is written (feedback looks the request up after this)."""

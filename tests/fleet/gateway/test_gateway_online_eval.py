@@ -8,10 +8,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fleet_harness import Replicas, RunningGateway, gateway_config, start_gateway, wait_for
+from fleet_harness import Replicas, RunningGateway, gateway_config, metric, start_gateway, wait_for
 
 from switchyard.fleet.online_eval.config import OnlineEvalConfig
-from switchyard.fleet.online_eval.log import OnlineEvalLog
+from switchyard.fleet.online_eval.log import OnlineEvalLog, StoredVerdict
 
 CHAT = [{"role": "user", "content": "Say something."}]
 
@@ -89,3 +89,35 @@ def test_feedback_ties_a_rating_to_a_logged_request(gateway: RunningGateway) -> 
     assert recorder is not None
     (stored,) = recorder.log.feedback("rated-1")
     assert stored.rating == 1.0 and stored.correction == "better" and stored.tenant == "default"
+
+
+def test_metrics_show_logged_requests_ratings_and_the_judges_pass_rate(gateway: RunningGateway) -> None:
+    def logged() -> float:
+        return metric(
+            gateway.metrics(), "switchyard:fleet_online_eval_logged_total", pool="tiny", shadow="false"
+        )
+
+    before = logged()
+    with gateway.http() as http:
+        for request_id, rating in (("metered-1", 1.0), ("metered-2", -0.5)):
+            http.post(
+                "/v1/completions",
+                json={"model": "tiny", "prompt": "abc", "max_tokens": 2},
+                headers={"x-request-id": request_id},
+            ).raise_for_status()
+            http.post("/v1/feedback", json={"request_id": request_id, "rating": rating}).raise_for_status()
+    text = gateway.metrics()
+    assert logged() == before + 2
+    assert (
+        metric(text, "switchyard:fleet_online_eval_latency_seconds_count", pool="tiny", shadow="false") >= 2
+    )
+    ratings = metric(text, "switchyard:fleet_online_eval_ratings_total", pool="tiny")
+    rating_sum = metric(text, "switchyard:fleet_online_eval_rating_sum", pool="tiny")
+    assert ratings >= 2 and rating_sum == pytest.approx(1.0 + 1.0 - 0.5)  # rated-1 gave 1 in the test above
+    recorder = gateway.runtime.online_eval
+    assert recorder is not None
+    for request_id, passed in (("metered-1", True), ("metered-2", False)):
+        recorder.log.add_verdict(StoredVerdict(request_id, False, "judge-m", passed, float(passed), "", 0.0))
+    text = gateway.metrics()
+    assert metric(text, "switchyard:fleet_online_eval_judged", pool="tiny", judge="judge-m") == 2
+    assert metric(text, "switchyard:fleet_online_eval_judge_passed", pool="tiny", judge="judge-m") == 1
