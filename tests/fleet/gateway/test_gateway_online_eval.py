@@ -12,6 +12,9 @@ from fleet_harness import Replicas, RunningGateway, gateway_config, metric, star
 
 from switchyard.fleet.online_eval.config import OnlineEvalConfig
 from switchyard.fleet.online_eval.log import OnlineEvalLog, StoredVerdict
+from switchyard.fleet.replica import ReplicaHealth
+from switchyard.fleet.tenancy.database import open_database
+from switchyard.fleet.tenancy.store import TenantStore
 
 CHAT = [{"role": "user", "content": "Say something."}]
 
@@ -121,3 +124,45 @@ def test_metrics_show_logged_requests_ratings_and_the_judges_pass_rate(gateway: 
     text = gateway.metrics()
     assert metric(text, "switchyard:fleet_online_eval_judged", pool="tiny", judge="judge-m") == 2
     assert metric(text, "switchyard:fleet_online_eval_judge_passed", pool="tiny", judge="judge-m") == 1
+
+
+def test_with_tenancy_each_tenant_opts_in_and_rates_only_its_own(
+    replicas: Replicas, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    folder = tmp_path_factory.mktemp("online-tenancy")
+    store = TenantStore(open_database(folder / "tenants.db"))
+    acme, beta = store.add("acme").key, store.add("beta").key
+    config = gateway_config(
+        {"tiny": [replicas.a.url]},
+        tenants_db=str(folder / "tenants.db"),
+        online_eval=OnlineEvalConfig(sample=0.0, tenants={"acme": 1.0}, log=str(folder / "log.db")),
+    )
+    running = start_gateway(config)
+    try:
+        replicas_now = [replica for pool in running.runtime.pools.values() for replica in pool.replicas]
+        wait_for(
+            lambda: all(r.health is ReplicaHealth.HEALTHY for r in replicas_now), what="the replica healthy"
+        )
+        with running.http() as http:
+            for key, request_id in ((acme, "acme-1"), (beta, "beta-1")):
+                http.post(
+                    "/v1/completions",
+                    json={"model": "tiny", "prompt": "abc", "max_tokens": 2},
+                    headers={"x-request-id": request_id, "authorization": f"Bearer {key}"},
+                ).raise_for_status()
+
+            def rate(key: str, request_id: str) -> int:
+                answer = http.post(
+                    "/v1/feedback",
+                    json={"request_id": request_id, "rating": 0.5},
+                    headers={"authorization": f"Bearer {key}"},
+                )
+                return answer.status_code
+
+            assert rate(beta, "beta-1") == 404  # beta did not opt in: its request was not logged
+            assert rate(beta, "acme-1") == 404  # another tenant's request looks unknown
+            assert rate(acme, "acme-1") == 200
+        (exchange,) = _logged(running, "acme-1")
+        assert exchange.tenant == "acme" and "user" not in json.loads(exchange.request)
+    finally:
+        running.stop()
