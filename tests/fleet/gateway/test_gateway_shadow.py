@@ -9,11 +9,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fleet_harness import Replicas, RunningGateway, gateway_config, metric, start_gateway, wait_for
+from fleet_harness import Replicas, RunningGateway, free_port, gateway_config, metric, start_gateway, wait_for
 
 from switchyard.fleet.config import FleetConfig, PoolConfig, ShadowConfig
 from switchyard.fleet.online_eval.config import OnlineEvalConfig
 from switchyard.fleet.online_eval.log import OnlineEvalLog
+from switchyard.fleet.replica import ReplicaHealth
 
 REQUEST = {
     "model": "tiny",
@@ -95,3 +96,31 @@ def test_the_copys_answer_is_logged_beside_the_primarys(
     assert primary.pool == "tiny" and shadow.pool == "tiny-qwen"  # type: ignore[attr-defined]
     assert json.loads(shadow.request)["model"] == "tiny-qwen"  # type: ignore[attr-defined]
     assert json.loads(shadow.response)["model"] == "tiny-qwen"  # type: ignore[attr-defined]
+
+
+def _streamed_text(running: RunningGateway) -> str:
+    stream = running.client().chat.completions.create(
+        model="tiny", messages=REQUEST["messages"], max_tokens=6, temperature=0, stream=True
+    )
+    return "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+
+
+def test_a_stream_is_unchanged_and_its_copy_still_reaches_the_candidate(
+    gateways: tuple[RunningGateway, RunningGateway],
+) -> None:
+    plain, shadowed = gateways
+    before = _qwen_requests(shadowed)
+    assert _streamed_text(plain) == _streamed_text(shadowed)
+    wait_for(lambda: _qwen_requests(shadowed) > before, what="the stream's copy at the candidate pool")
+
+
+def test_a_failing_candidate_changes_nothing_for_the_caller(replicas: Replicas) -> None:
+    dead = f"http://127.0.0.1:{free_port()}"  # nothing listens: the candidate pool has no replica to route to
+    config = _with_shadow(gateway_config({"tiny": [replicas.a.url], "tiny-qwen": [dead]}), 1.0)
+    running = start_gateway(config)
+    try:
+        tiny = running.runtime.pools["tiny"].replicas
+        wait_for(lambda: all(r.health is ReplicaHealth.HEALTHY for r in tiny), what="tiny's replica healthy")
+        assert len(_answer(running, "despite-dead-shadow")) > 0
+    finally:
+        running.stop()
