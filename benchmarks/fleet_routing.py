@@ -11,9 +11,12 @@ workloads, prompts, seeds and arrival times, each run starting from empty prefix
   tenants interleaved (prefix-heavy);
 - random: random prompts of varied length, nothing shared.
 
-Per run: the fleet's prefix hit rate (cached / prompt tokens, from the responses' usage and, as a cross-check,
-from the replicas' /metrics counters), TTFT p50/p99, throughput, load imbalance (max/mean tokens served per
-replica, from the replicas' /metrics) and, for Switchyard's gateway, its predicted vs reported cached tokens.
+Per router and workload: the fleet's prefix hit rate (cached / prompt tokens, from the responses' usage and, as
+a cross-check, from the replicas' /metrics counters), TTFT p50/p99, throughput, load imbalance (max/mean tokens
+served per replica, from the replicas' /metrics), the mean TTFT the routing path adds under load (the client's
+less the replicas' own), the router's CPU time and, for Switchyard's gateway, its predicted vs the replicas'
+reported cached tokens. Each router runs `--rounds` times (every other round in reverse order); TTFT
+percentiles are the median of the rounds', since on a shared machine one round can catch a neighbour's burst.
 Then benchmarks/fleet_overhead.py measures the latency the gateway itself adds, unloaded. Results go to
 benchmarks/results/fleet/ (JSON, Markdown table, PNG plots, per-request rows).
 
@@ -32,6 +35,7 @@ import json
 import os
 import shlex
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -98,6 +102,10 @@ class ReplicaCounters:
     cache_queries: float = 0.0
     cache_hits: float = 0.0
     requests: float = 0.0
+    ttft_seconds: float = 0.0
+    """Sum of the replica's own TTFTs (arrival at its server to first token): what the routing path adds
+    is the client's TTFT less this."""
+    ttft_count: float = 0.0
 
     def minus(self, before: ReplicaCounters) -> ReplicaCounters:
         return ReplicaCounters(
@@ -115,6 +123,8 @@ _COUNTERS = {
     "switchyard:prefix_cache_queries_total": "cache_queries",
     "switchyard:prefix_cache_hits_total": "cache_hits",
     "switchyard:e2e_request_latency_seconds_count": "requests",
+    "switchyard:time_to_first_token_seconds_sum": "ttft_seconds",
+    "switchyard:time_to_first_token_seconds_count": "ttft_count",
 }
 
 
@@ -270,6 +280,8 @@ class Measurement:
     cpu: list[float]
     """CPU seconds of the load generator, the router and each replica during the run."""
     gateway: dict[str, Any] | None
+    load_average: float
+    """The machine's 1-minute load average as the run began: neighbours' work shows up here."""
 
 
 def measure(
@@ -284,6 +296,7 @@ def measure(
     before = [scrape_replica(replica.url) for replica in serving]
     gateway_before = scrape_gateway(service.url) if router.kind == "switchyard" and service else None
     cpu_before = cpu_seconds(service, replicas)
+    load_average = os.getloadavg()[0]
     shape = LoadShape(request_rate=workload.rate, seed=workload.options.seed)
     run = asyncio.run(send(base_url, workload, 0, workload.sessions, shape))
     cpu = [after - start for after, start in zip(cpu_seconds(service, replicas), cpu_before, strict=True)]
@@ -291,7 +304,7 @@ def measure(
     gateway = None
     if gateway_before is not None and service is not None:
         gateway = subtract(scrape_gateway(service.url), gateway_before)
-    return Measurement(run.results, run.duration, per_replica, cpu, gateway)
+    return Measurement(run.results, run.duration, per_replica, cpu, gateway, load_average)
 
 
 def subtract(after: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
@@ -313,8 +326,9 @@ def add(totals: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
 
 
 def summarise(router: Router, workload: Workload, rounds: list[Measurement]) -> dict[str, Any]:
-    """The rounds pooled: percentiles over every request of every round, counters summed; each round's own
-    hit rate, TTFT and imbalance kept beside them to show the spread."""
+    """The rounds together. TTFT p50 and p99 are the median over rounds of each round's own (one round that a
+    neighbour's burst of work slowed moves them little), hit rates and imbalance come from the counters summed
+    over rounds; the pooled percentiles and every round's figures are kept beside them."""
     pooled = summarize(
         [r for m in rounds for r in m.results], sum(m.duration for m in rounds), request_rate=workload.rate
     )
@@ -328,10 +342,25 @@ def summarise(router: Router, workload: Workload, rounds: list[Measurement]) -> 
         for i in range(len(rounds[0].per_replica))
     ]
     gateways = [m.gateway for m in rounds if m.gateway is not None]
+    by_round = [
+        {
+            **quality(summarize(m.results, m.duration, request_rate=workload.rate), m.per_replica),
+            "load_average": m.load_average,
+        }
+        for m in rounds
+    ]
+    overall = quality(pooled, per_replica)
     result: dict[str, Any] = {
         "router": router.name,
         "workload": workload.name,
-        **quality(pooled, per_replica),
+        **overall,
+        "ttft_p50_ms": statistics.median(r["ttft_p50_ms"] for r in by_round),
+        "ttft_p99_ms": statistics.median(r["ttft_p99_ms"] for r in by_round),
+        "pooled_ttft_p50_ms": overall["ttft_p50_ms"],
+        "pooled_ttft_p99_ms": overall["ttft_p99_ms"],
+        "path_ms": overall["ttft_mean_ms"] - overall["replica_ttft_mean_ms"]
+        if overall["ttft_mean_ms"]
+        else None,
         "completed": pooled.completed,
         "failed": pooled.failed,
         "errors": pooled.errors,
@@ -347,10 +376,7 @@ def summarise(router: Router, workload: Workload, rounds: list[Measurement]) -> 
             "router": sum(m.cpu[1] for m in rounds),
             "replicas": [sum(m.cpu[2 + i] for m in rounds) for i in range(len(rounds[0].cpu) - 2)],
         },
-        "rounds": [
-            quality(summarize(m.results, m.duration, request_rate=workload.rate), m.per_replica)
-            for m in rounds
-        ],
+        "rounds": by_round,
     }
     if gateways:
         total: dict[str, Any] = {}
@@ -364,7 +390,10 @@ def quality(summary: Any, per_replica: list[ReplicaCounters]) -> dict[str, Any]:
     """Hit rate (responses' usage and replicas' counters), TTFT p50/p99 and load imbalance of a run."""
     served = [counters.tokens_served for counters in per_replica]
     queries = sum(c.cache_queries for c in per_replica)
+    replica_ttft = sum(c.ttft_seconds for c in per_replica) / max(1.0, sum(c.ttft_count for c in per_replica))
     return {
+        "ttft_mean_ms": 1e3 * summary.ttft.mean if summary.ttft else None,
+        "replica_ttft_mean_ms": 1e3 * replica_ttft,
         "hit_rate": summary.cached_tokens / summary.total_input_tokens if summary.total_input_tokens else 0.0,
         "hit_rate_replica_metrics": sum(c.cache_hits for c in per_replica) / queries if queries else 0.0,
         "ttft_p50_ms": 1e3 * summary.ttft.median if summary.ttft else None,
@@ -390,7 +419,7 @@ def report_progress(
     print(
         f"[{time.monotonic() - started:5.0f} s] round {round_number + 1} {router.name:>13} {workload.name:>7}: "
         f"hit {numbers['hit_rate']:.1%}, TTFT p50/p99 {numbers['ttft_p50_ms']:.0f}/{numbers['ttft_p99_ms']:.0f} "
-        f"ms, imbalance {imbalance}, router CPU {measurement.cpu[1]:.1f} s, failed {summary.failed}",
+        f"ms, mean {numbers['ttft_mean_ms']:.0f} (replicas' {numbers['replica_ttft_mean_ms']:.0f}) ms, imbalance {imbalance}, router CPU {measurement.cpu[1]:.1f} s, failed {summary.failed}",
         flush=True,
     )
 
@@ -427,6 +456,11 @@ def find(runs: list[dict], router: str, workload: str) -> dict | None:
     return next((r for r in runs if r["router"] == router and r["workload"] == workload), None)
 
 
+def p99s(run: dict) -> str:
+    """Each round's TTFT p99, in ms."""
+    return " / ".join(f"{r['ttft_p99_ms']:.0f}" for r in run["rounds"])
+
+
 def check_targets(runs: list[dict], overhead: dict | None) -> list[Goal]:
     targets = []
     kv, sgl, one = (find(runs, name, "tenants") for name in ("kv_aware", "sglang-router", "one replica"))
@@ -452,9 +486,9 @@ def check_targets(runs: list[dict], overhead: dict | None) -> list[Goal]:
         if kv and sgl and kv["ttft_p99_ms"] is not None and sgl["ttft_p99_ms"] is not None:
             targets.append(
                 Goal(
-                    f"kv_aware TTFT p99 <= sglang-router's ({workload})",
+                    f"kv_aware TTFT p99 <= sglang-router's ({workload}; median of rounds)",
                     kv["ttft_p99_ms"] <= sgl["ttft_p99_ms"],
-                    f"{kv['ttft_p99_ms']:.0f} vs {sgl['ttft_p99_ms']:.0f} ms",
+                    f"{kv['ttft_p99_ms']:.0f} vs {sgl['ttft_p99_ms']:.0f} ms (rounds: {p99s(kv)} vs {p99s(sgl)})",
                 )
             )
     for run in runs:
@@ -472,28 +506,22 @@ def check_targets(runs: list[dict], overhead: dict | None) -> list[Goal]:
     return targets
 
 
+TABLE_HEAD = (
+    "| router | hit rate | hit rate (replicas' counters) | TTFT p50 ms | TTFT p99 ms | TTFT p99 by round | "
+    "routing path ms | req/s | output tok/s | imbalance | requests per replica | router CPU s | failed |"
+)
+
+
 def markdown(runs: list[dict], targets: list[Goal], overhead: dict | None, setup: dict) -> str:
-    lines = ["# Fleet routing", "", f"command: `{setup['command']}`", ""]
+    lines = ["# Fleet routing", "", f"command: `{setup['command']}`", "", *legend(), ""]
     for workload in dict.fromkeys(r["workload"] for r in runs):
         lines += [
             f"## {workload}: {setup['workloads'][workload]['description']}",
             "",
-            "| router | hit rate (usage) | hit rate (replicas' /metrics) | TTFT p50 ms | TTFT p99 ms | req/s "
-            "| TTFT p99 by round | output tok/s | imbalance (tokens max/mean) | requests per replica | router CPU s "
-            "| failed |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+            TABLE_HEAD,
+            "|" + " --- |" * (TABLE_HEAD.count("|") - 1),
         ]
-        for run in (r for r in runs if r["workload"] == workload):
-            imbalance = f"{run['imbalance']:.3f}" if run["imbalance"] is not None else "n/a"
-            per = " / ".join(f"{c['requests']:.0f}" for c in run["per_replica"])
-            by_round = " / ".join(f"{r['ttft_p99_ms']:.0f}" for r in run["rounds"])
-            lines.append(
-                f"| {run['router']} | {run['hit_rate']:.1%} | {run['hit_rate_replica_metrics']:.1%} "
-                f"| {run['ttft_p50_ms']:.0f} | {run['ttft_p99_ms']:.0f} | {run['request_throughput']:.2f} "
-                f"| {by_round} "
-                f"| {run['output_token_throughput']:.0f} | {imbalance} | {per} "
-                f"| {run['cpu_seconds']['router']:.1f} | {run['failed']} |"
-            )
+        lines += [table_row(run) for run in runs if run["workload"] == workload]
         lines.append("")
     if overhead:
         lines += [
@@ -506,6 +534,40 @@ def markdown(runs: list[dict], targets: list[Goal], overhead: dict | None, setup
     lines += ["## Targets", "", "| target | met | measured |", "| --- | --- | --- |"]
     lines += [f"| {t.what} | {'yes' if t.met else 'NO'} | {t.detail} |" for t in targets]
     return "\n".join(lines) + "\n"
+
+
+def legend() -> list[str]:
+    return [
+        "- hit rate: cached / prompt tokens over every request of every round, from the responses' usage; "
+        "the replicas' own prefix-cache counters beside it.",
+        "- TTFT p50 / p99: the median over rounds of each round's percentile (by round: each round's p99).",
+        "- routing path: mean TTFT the client saw less the mean TTFT the replicas measured (arrival at the "
+        "replica to first token), i.e. what the hops in between cost under this load.",
+        "- imbalance: max / mean of the tokens (prompt + generated) each replica served.",
+        "- router CPU: seconds of CPU the router process used during the runs (all rounds).",
+    ]
+
+
+def table_row(run: dict) -> str:
+    imbalance = f"{run['imbalance']:.3f}" if run["imbalance"] is not None else "n/a"
+    per_replica = " / ".join(f"{c['requests']:.0f}" for c in run["per_replica"])
+    by_round = p99s(run)
+    cells = [
+        run["router"],
+        f"{run['hit_rate']:.1%}",
+        f"{run['hit_rate_replica_metrics']:.1%}",
+        f"{run['ttft_p50_ms']:.0f}",
+        f"{run['ttft_p99_ms']:.0f}",
+        by_round,
+        f"{run['path_ms']:.1f}",
+        f"{run['request_throughput']:.2f}",
+        f"{run['output_token_throughput']:.0f}",
+        imbalance,
+        per_replica,
+        f"{run['cpu_seconds']['router']:.1f}",
+        str(run["failed"]),
+    ]
+    return "| " + " | ".join(cells) + " |"
 
 
 def plot(runs: list[dict], out: Path) -> list[Path]:
@@ -593,11 +655,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--tenants", type=int, default=16, help="tenants (16)")
     parser.add_argument("--prefix-len", type=int, default=1000, help="tokens of each system prompt (1000)")
     parser.add_argument("--turns", type=int, default=4, help="turns per session (4)")
-    parser.add_argument("--tenant-sessions", type=int, default=80, help="sessions per run (80)")
+    parser.add_argument("--tenant-sessions", type=int, default=64, help="sessions per run (64)")
     parser.add_argument("--tenant-rate", type=float, default=4.0, help="sessions per second (4)")
-    parser.add_argument("--random-requests", type=int, default=160, help="requests per run (160)")
+    parser.add_argument("--random-requests", type=int, default=128, help="requests per run (128)")
     parser.add_argument("--random-rate", type=float, default=10.0, help="requests per second (10)")
-    parser.add_argument("--rounds", type=int, default=2, help="times each router runs each workload (2)")
+    parser.add_argument("--rounds", type=int, default=3, help="times each router runs each workload (3)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-model-len", type=int, default=2048)
     parser.add_argument(
