@@ -71,7 +71,7 @@ def add_serve_parser(commands: Any) -> None:
         "--api",
         choices=("completions", "chat"),
         default=None,
-        help="default: chat for chat/tools, else completions",
+        help="default: chat for chat/tenants/tools, else completions",
     )
     target.add_argument(
         "--api-key", default=os.environ.get("OPENAI_API_KEY"), help="default: $OPENAI_API_KEY"
@@ -105,10 +105,20 @@ def add_serve_parser(commands: Any) -> None:
         "--range-ratio", type=_number(float, 0.0), default=0.0, help="lengths uniform in len × [1 − r, 1 + r]"
     )
     workload.add_argument(
-        "--prefix-len", type=_number(int, 1), default=256, help="prefix workload: shared tokens"
+        "--prefix-len",
+        type=_number(int, 1),
+        default=256,
+        help="prefix workload: shared tokens; tenants workload: each tenant's system prompt",
     )
-    workload.add_argument("--num-prefixes", type=_number(int, 1), default=4, help="prefix workload: families")
-    workload.add_argument("--turns", type=_number(int, 1), default=3, help="chat workload: turns per session")
+    workload.add_argument(
+        "--num-prefixes",
+        type=_number(int, 1),
+        default=4,
+        help="prefix workload: families; tenants workload: tenants",
+    )
+    workload.add_argument(
+        "--turns", type=_number(int, 1), default=3, help="chat and tenants workloads: turns per session"
+    )
     workload.add_argument("--dataset", type=Path, default=None, help="jsonl workload: one request per line")
     workload.add_argument(
         "--tokenizer", type=Path, default=None, help="tokenizer.json or model folder for exact prompt lengths"

@@ -113,6 +113,8 @@ def request_body(target: Target, turn: Turn, history: list[dict[str, Any]]) -> d
             body["tool_choice"] = "auto"
     else:
         body["prompt"] = turn.prompt
+    if turn.user is not None:
+        body["user"] = turn.user
     if target.ignore_eos:
         body["ignore_eos"] = True
     return {**body, **target.extra_body}

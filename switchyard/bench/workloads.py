@@ -1,7 +1,8 @@
 """What a benchmark sends: sessions of one or more turns, built from a named workload.
 
 A session is the unit that arrives; its turns run one after another, each carrying the replies so far (the
-`chat` workload's history grows with the server's actual answers). Every other workload has one-turn sessions.
+`chat` and `tenants` workloads' histories grow with the server's actual answers). Every other workload has
+one-turn sessions.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-WORKLOADS = ("random", "prefix", "chat", "jsonl", "tools")
-CHAT_ONLY = ("chat", "tools")
+WORKLOADS = ("random", "prefix", "chat", "tenants", "jsonl", "tools")
+CHAT_ONLY = ("chat", "tenants", "tools")
 
 # Common short English words, mostly one token each in BPE vocabularies: the prompt filler without a tokenizer.
 _WORD_TEXT = (
@@ -39,6 +40,8 @@ class Turn:
     prompt: str | None = None
     messages: tuple[dict[str, Any], ...] = ()
     tools: tuple[dict[str, Any], ...] = ()
+    user: str | None = None
+    """Sent as the request's `user` (the end user a conversation belongs to, which session routing keys on)."""
 
 
 @dataclass(frozen=True)
@@ -58,8 +61,11 @@ class WorkloadOptions:
     range_ratio: float = 0.0
     """Lengths are drawn uniformly from [len × (1 − r), len × (1 + r)]."""
     prefix_len: int = 256
+    """Tokens of the shared prefix (`prefix`) or of each tenant's system prompt (`tenants`)."""
     num_prefixes: int = 4
+    """Prefix families (`prefix`) or tenants (`tenants`)."""
     turns: int = 3
+    """Turns per session (`chat`, `tenants`)."""
     dataset: Path | None = None
     tokenizer: Path | None = None
     """A tokenizer.json (or its folder): exact prompt lengths; without one, words stand in for tokens."""
@@ -123,7 +129,14 @@ def build_sessions(options: WorkloadOptions, count: int) -> list[Session]:
         raise WorkloadError(f"the {options.name!r} workload needs the chat API (--api chat)")
     rng = random.Random(options.seed)
     text = PromptText(rng, load_tokenizer(options.tokenizer) if options.tokenizer else None)
-    builder = {"random": _random, "prefix": _prefix, "chat": _chat, "jsonl": _jsonl, "tools": _tools}
+    builder = {
+        "random": _random,
+        "prefix": _prefix,
+        "chat": _chat,
+        "tenants": _tenants,
+        "jsonl": _jsonl,
+        "tools": _tools,
+    }
     return builder[options.name](options, count, rng, text)
 
 
@@ -177,6 +190,30 @@ def _chat(options: WorkloadOptions, count: int, rng: random.Random, text: Prompt
         )
         for _ in range(count)
     ]
+
+
+def _tenants(options: WorkloadOptions, count: int, rng: random.Random, text: PromptText) -> list[Session]:
+    """A multi-tenant chat service: each tenant (`num_prefixes`) has its own system prompt of `prefix_len`
+    tokens, and each session is one end user's conversation with a tenant's assistant, `turns` turns whose
+    history grows. Session i belongs to tenant i mod N, so tenants' sessions arrive interleaved and run side by
+    side: what a router gains by keeping a tenant's (and a conversation's) prefix on one replica."""
+    systems = [text.make(options.prefix_len) for _ in range(options.num_prefixes)]
+    sessions = []
+    for number in range(count):
+        tenant = number % len(systems)
+        system = {"role": "system", "content": systems[tenant]}
+        turns = []
+        for turn in range(options.turns):
+            ask = {"role": "user", "content": text.make(_length(rng, options.input_len, options.range_ratio))}
+            turns.append(
+                Turn(
+                    _length(rng, options.output_len, options.range_ratio),
+                    messages=(system, ask) if turn == 0 else (ask,),
+                    user=f"tenant-{tenant}-session-{number}",
+                )
+            )
+        sessions.append(Session(tuple(turns)))
+    return sessions
 
 
 def _jsonl(options: WorkloadOptions, count: int, rng: random.Random, text: PromptText) -> list[Session]:

@@ -10,7 +10,7 @@ entry lapses after `pending_ttl` seconds unless an event confirms it first.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from switchyard.fleet.replica import Replica
@@ -94,6 +94,17 @@ class KVIndex:
                 break
             count += 1
         return count
+
+    def outstanding_blocks(self, replica: Replica, shared: Collection[int] = ()) -> int:
+        """Blocks routed to `replica` that it has not reported storing yet (pending, not lapsed), those in
+        `shared` aside: prompt work sent there that, as far as the gateway knows, is still to be done."""
+        known = self._replicas.get(replica)
+        if known is None:
+            return 0
+        now = self._clock()
+        return sum(
+            1 for block_hash, lapses in known.pending.items() if lapses > now and block_hash not in shared
+        )
 
     def _purge(self, now: float) -> None:
         """Drop lapsed pending entries (at most once per `pending_ttl`, so routing stays cheap)."""

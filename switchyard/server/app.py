@@ -121,7 +121,8 @@ def _openai_routes(state: ServerState) -> APIRouter:
 
 
 def _operations_routes(state: ServerState) -> APIRouter:
-    """Routes for operators and load balancers (no API key), and vLLM's tokenizer routes (the key's, if set)."""
+    """Routes for operators and load balancers (no API key), and vLLM's tokenizer and cache-reset routes (the
+    key's, if set)."""
     router = APIRouter()
 
     @router.get("/health", response_model=None)
@@ -151,6 +152,14 @@ def _operations_routes(state: ServerState) -> APIRouter:
         (`-1`: a snapshot of the whole cache). Under /v1, so it needs the API key when one is set."""
         return _json(await read_kv_events(state.engine, after, epoch))
 
+    @router.post("/reset_prefix_cache", response_model=None)
+    async def reset_prefix_cache() -> Response:
+        """vLLM's: forget the cached prefixes no request is using, so a benchmark can start each run cold.
+        Blocks of requests in flight stay. It changes what every client's next request costs, so it needs the
+        API key when one is set."""
+        freed = await state.engine.run_in_engine_thread(state.engine.engine.reset_prefix_cache)
+        return JSONResponse({"freed_blocks": freed})
+
     @router.get("/version", response_model=None)
     async def version() -> Response:
         return JSONResponse({"version": __version__})
@@ -158,8 +167,9 @@ def _operations_routes(state: ServerState) -> APIRouter:
     return router
 
 
-PROTECTED_PATHS = ("/v1", "/tokenize", "/detokenize")
-"""Routes that need the API key when one is set: everything that reaches the model or its tokenizer."""
+PROTECTED_PATHS = ("/v1", "/tokenize", "/detokenize", "/reset_prefix_cache")
+"""Routes that need the API key when one is set: everything that reaches the model, its tokenizer or its
+cache."""
 
 
 def route_path(scope: Scope) -> str:

@@ -96,6 +96,45 @@ def test_chat_sessions_grow_and_prefixes_hit_the_cache(bench_server: RunningServ
     assert all(r["cached_tokens"] >= 16 for r in rows[1:])  # the shared prefix's full blocks are reused
 
 
+def test_tenant_sessions_reuse_their_tenants_system_prompt(
+    bench_server: RunningServer, tmp_path: Path
+) -> None:
+    common = ["--base-url", bench_server.base_url, "--quiet", "--no-report", "--ignore-eos", "--warmup", "0"]
+    tenants = [
+        "bench",
+        "serve",
+        *common,
+        "--workload",
+        "tenants",
+        "--prefix-len",
+        "40",
+        "--num-prefixes",
+        "2",
+    ]
+    args = [
+        "--turns",
+        "2",
+        "--num-prompts",
+        "4",
+        "--max-concurrency",
+        "1",
+        "--input-len",
+        "4",
+        "--output-len",
+        "3",
+    ]
+    assert main([*tenants, *args, "--output-dir", str(tmp_path / "tenants")]) == 0
+    rows = sorted(read_jsonl(tmp_path / "tenants" / "requests.jsonl"), key=lambda r: r["start"])
+    assert len(rows) == 8 and all(r["error"] is None for r in rows)
+    for session in range(4):
+        turns = sorted((r for r in rows if r["session"] == session), key=lambda r: r["turn"])
+        assert turns[0]["prompt_tokens"] < turns[1]["prompt_tokens"]  # the history grows
+    # One at a time: only each tenant's first request computes its system prompt; the rest find it cached.
+    first_of_tenant = {next(r["index"] for r in rows if r["session"] % 2 == tenant) for tenant in (0, 1)}
+    assert all(r["cached_tokens"] == 0 for r in rows if r["index"] in first_of_tenant)
+    assert all(r["cached_tokens"] >= 32 for r in rows if r["index"] not in first_of_tenant)
+
+
 def test_a_run_where_every_request_failed_exits_non_zero(bench_server: RunningServer, tmp_path: Path) -> None:
     """Prompts longer than the server's context: each request is a 400, so nothing was measured."""
     out = tmp_path / "failed"

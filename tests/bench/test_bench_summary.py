@@ -6,6 +6,7 @@ import asyncio
 import json
 import math
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -187,6 +188,48 @@ def test_workloads(tmp_path: Path) -> None:
     dataset.write_text("{not json\n")
     with pytest.raises(WorkloadError, match=":1 is not JSON"):
         build_sessions(WorkloadOptions("jsonl", dataset=dataset), 1)
+
+
+def test_tenants_workload() -> None:
+    options = WorkloadOptions("tenants", api="chat", prefix_len=30, num_prefixes=3, turns=4, input_len=5)
+    sessions = build_sessions(options, 7)
+    assert len(sessions) == 7 and all(len(s.turns) == 4 for s in sessions)
+    systems = []
+    for session in sessions:
+        first, *later = session.turns
+        assert [m["role"] for m in first.messages] == ["system", "user"]
+        assert all([m["role"] for m in turn.messages] == ["user"] for turn in later)  # the history comes back
+        assert all(len(m["content"].split()) == 5 for turn in session.turns for m in turn.messages[-1:])
+        systems.append(first.messages[0]["content"])
+    # Session i belongs to tenant i mod 3: its system prompt, and a `user` of its own for all its turns.
+    assert systems[0] == systems[3] == systems[6] != systems[1] != systems[2] != systems[0]
+    assert all(len(system.split()) == 30 for system in systems)
+    users = [{turn.user for turn in session.turns} for session in sessions]
+    assert users[0] == {"tenant-0-session-0"} and users[4] == {"tenant-1-session-4"}
+    assert len(set().union(*users)) == 7
+    assert build_sessions(options, 7) == sessions and build_sessions(replace(options, seed=1), 7) != sessions
+    with pytest.raises(WorkloadError, match="chat API"):
+        build_sessions(replace(options, api="completions"), 1)
+
+    # What a later turn sends: the tenant's system prompt first, then the conversation so far.
+    target = Target("http://x/v1", "m", api="chat")
+    first, second = sessions[3].turns[:2]
+    history = [*first.messages, {"role": "assistant", "content": "ok"}]
+    body = request_body(target, second, history)
+    assert body["messages"][0] == {"role": "system", "content": systems[0]}
+    assert body["messages"][1:] == [first.messages[1], history[-1], second.messages[0]]
+    assert body["user"] == "tenant-0-session-3"
+    assert "user" not in request_body(target, build_sessions(WorkloadOptions(), 1)[0].turns[0], [])
+
+
+def test_tenant_system_prompts_have_exact_lengths_with_a_tokenizer(tiny_model_dir: Path) -> None:
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(tiny_model_dir / "tokenizer.json"))
+    options = WorkloadOptions("tenants", api="chat", prefix_len=60, num_prefixes=2, tokenizer=tiny_model_dir)
+    for session in build_sessions(options, 2):
+        system = session.turns[0].messages[0]["content"]
+        assert 56 <= len(tokenizer.encode(system, add_special_tokens=False).ids) <= 60
 
 
 def test_prompt_lengths_with_a_tokenizer(tiny_model_dir: Path) -> None:

@@ -294,6 +294,31 @@ def test_kv_aware_weighs_cached_tokens_against_load() -> None:
     assert policy.choose(kv_request(prompt), pool).replica is pool[0]
 
 
+def test_kv_aware_spreads_new_prefixes_by_the_prefill_they_bring() -> None:
+    """A request count cannot tell a replica prefilling a long new prompt from one streaming short cached
+    turns; the blocks routed there and not yet reported stored can."""
+    pool = replicas(2)
+    policy = kv_policy(Clock())  # request_cost_tokens 128, queued_prefill_weight 0.5
+    first = tokens(0, 400, family=1)
+    assert route(policy, kv_request(first), pool).replica is pool[0]
+    pool[0].in_flight, pool[1].in_flight = 1, 2  # r0 prefills 400 new tokens; r1 streams two cached turns
+    # r0: 400 + 0.5 x 400 queued + 128 = 728; r1: 400 + 256 = 656 (counting requests alone, r0 would win).
+    second = tokens(1, 400, family=2)
+    assert policy.choose(kv_request(second), pool) == RouteDecision(pool[1], "cache_miss", 0)
+    assert policy.index.outstanding_blocks(pool[0]) == 100
+    for block_hash in prompt_block_hashes(first, BS):
+        policy.index.stored(pool[0], block_hash)  # r0's events: the first prompt is computed
+    assert policy.index.outstanding_blocks(pool[0]) == 0
+    assert policy.choose(kv_request(second), pool).replica is pool[0]
+    # Blocks a request shares with the queue are not work ahead of it: a burst of one prefix still lands together.
+    unconfirmed = kv_policy(Clock(), queued_prefill_weight=1.0)
+    assert route(unconfirmed, kv_request(first), pool).replica is pool[0]
+    pool[0].in_flight = pool[1].in_flight = 0
+    assert unconfirmed.choose(kv_request(first), pool) == RouteDecision(pool[0], "cache_hit", 396)
+    with pytest.raises(ValueError, match="queued_prefill_weight"):
+        KVAwareConfig(queued_prefill_weight=-1)
+
+
 def test_kv_aware_balance_guard_and_fallback_without_tokens() -> None:
     pool = replicas(2)
     policy = kv_policy(Clock(), balance_abs_threshold=3, balance_rel_threshold=2, request_cost_tokens=0)

@@ -5,9 +5,11 @@ fleet/kv_events.py into fleet/kv_index.py). The gateway hashes the prompt's toke
 (switchyard/prefix_hash.py) and counts, per candidate, the leading blocks it holds: `matched` tokens need no
 prefill there. Each candidate's cost, in prompt tokens' worth of work, is
 
-    cost = (prompt tokens - matched tokens) + request_cost_tokens x load
+    cost = (prompt tokens - matched tokens) + queued_prefill_weight x queued tokens + request_cost_tokens x load
 
-with `load` as every load-minded policy measures it (policies/load.py): a request already queued or running
+`queued tokens` are the prompt tokens routed there whose blocks the replica has not yet reported storing
+(pending in the index; the blocks this request would share aside): prefill work queued ahead of this request.
+`load` is as every load-minded policy measures it (policies/load.py): a request already queued or running
 there is taken to delay this one as much as prefilling `request_cost_tokens` tokens would. The cheapest
 replica wins ("cache_hit" when it holds some of the prompt, else "cache_miss"; ties in turn). Before that,
 the same imbalance guard as cache_aware sends the request to the least loaded replica ("balance").
@@ -36,6 +38,11 @@ from switchyard.prefix_hash import prompt_block_hashes
 class KVAwareConfig:
     request_cost_tokens: float = 128
     """Prompt tokens of prefill one request of load is worth: higher spreads the load, lower chases caches."""
+    queued_prefill_weight: float = 0.5
+    """Weight of the queued tokens (prefill routed to a replica and not yet reported done). A request count
+    cannot tell a replica prefilling two new 1k-token prefixes from one streaming two cached turns; this can, so
+    new prefixes spread by the work they bring. Under 1: leaving a cached prefix adds its prefill to the fleet's
+    work, while the queued work gets done wherever this request goes."""
     balance_abs_threshold: float = 64
     """As cache_aware's: with the relative test, the load gap past which load alone decides."""
     balance_rel_threshold: float = 1.5
@@ -47,8 +54,8 @@ class KVAwareConfig:
     """Block size to hash with for a replica that has not answered yet (Switchyard's default)."""
 
     def __post_init__(self) -> None:
-        if self.request_cost_tokens < 0:
-            raise ValueError("request_cost_tokens must be >= 0")
+        if self.request_cost_tokens < 0 or self.queued_prefill_weight < 0:
+            raise ValueError("request_cost_tokens and queued_prefill_weight must be >= 0")
         if self.balance_abs_threshold < 0 or self.balance_rel_threshold < 1:
             raise ValueError("balance_abs_threshold must be >= 0 and balance_rel_threshold >= 1")
         if self.pending_ttl < 0 or self.poll_interval <= 0 or self.default_block_size < 1:
@@ -78,9 +85,10 @@ class KVAwarePolicy(RoutingPolicy):
         if is_imbalanced(loads, config.balance_abs_threshold, config.balance_rel_threshold):
             chosen = least_loaded(candidates, self._turns)
             return RouteDecision(chosen, "balance", matched[candidates.index(chosen)])
+        queued = [self._queued_tokens(request, r, hit) for r, hit in zip(candidates, matched, strict=True)]
         costs = [
-            (len(tokens) - hit) + config.request_cost_tokens * load
-            for hit, load in zip(matched, loads, strict=True)
+            (len(tokens) - hit) + config.queued_prefill_weight * waiting + config.request_cost_tokens * load
+            for hit, waiting, load in zip(matched, queued, loads, strict=True)
         ]
         cheapest = min(costs)
         chosen = self._turns.pick([r for r, cost in zip(candidates, costs, strict=True) if cost == cheapest])
@@ -110,6 +118,12 @@ class KVAwarePolicy(RoutingPolicy):
         usable = (len(request.token_ids) - 1) // block_size
         hashes = self._block_hashes(request, block_size)[:usable]
         return self.index.leading_blocks(replica, hashes) * block_size
+
+    def _queued_tokens(self, request: RouteRequest, replica: Replica, matched_tokens: int) -> int:
+        """Prompt tokens routed to `replica` and not yet reported computed, the ones this request shares aside."""
+        block_size = self._block_size(replica)
+        shared = self._block_hashes(request, block_size)[: matched_tokens // block_size]
+        return self.index.outstanding_blocks(replica, frozenset(shared)) * block_size
 
     def _block_size(self, replica: Replica) -> int:
         return self.index.block_size(replica) or self.config.default_block_size
