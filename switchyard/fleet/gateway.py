@@ -8,12 +8,11 @@ starts and stops it when it ends.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import hmac
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -25,6 +24,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from switchyard import __version__
+from switchyard.client_disconnect import until_disconnected
 from switchyard.errors import SwitchyardError
 from switchyard.fleet.errors import (
     AuthenticationError,
@@ -46,7 +46,6 @@ from switchyard.fleet.runtime import FleetRuntime
 from switchyard.fleet.tenancy.authentication import CALLER_STATE, OPERATOR_STATE, TenantKeyMiddleware
 from switchyard.fleet.tenancy.records import Caller
 
-CLIENT_CLOSED_REQUEST = 499
 """nginx's status for a request whose client left before the answer; nobody receives it, logs show it."""
 
 
@@ -113,7 +112,7 @@ def _openai_routes(runtime: FleetRuntime) -> APIRouter:
             cache_namespace=caller.tenant.name if caller is not None else _key_namespace(request),
             cache_control=request.headers.get("cache-control"),
         )
-        return await _until_disconnected(request, runtime.gatekeeper.forward(pool, gate_request))
+        return await until_disconnected(request, runtime.gatekeeper.forward(pool, gate_request))
 
     @router.post("/chat/completions", response_model=None)
     async def chat_completions(request: Request) -> Response:
@@ -289,33 +288,6 @@ def _instant(value: str | None, param: str) -> float | None:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return moment.timestamp()
-
-
-async def _until_disconnected(request: Request, work: Awaitable[Response]) -> Response:
-    """Await `work`, cancelling it if the client disconnects first: a request still waiting in the queue
-    leaves it, and one at a replica is closed there, which aborts it.
-
-    FastAPI notices a disconnect only when it writes, and nothing is written before the replica answers.
-    """
-    work_task = asyncio.ensure_future(work)
-    watcher = asyncio.create_task(_wait_for_disconnect(request))
-    try:
-        await asyncio.wait({work_task, watcher}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        watcher.cancel()
-        if not work_task.done():
-            work_task.cancel()
-            await asyncio.gather(work_task, return_exceptions=True)
-    if work_task.cancelled():
-        return Response(status_code=CLIENT_CLOSED_REQUEST)
-    return work_task.result()
-
-
-async def _wait_for_disconnect(request: Request) -> None:
-    while True:
-        message = await request.receive()
-        if message["type"] == "http.disconnect":
-            return
 
 
 class _ApiKeyMiddleware:

@@ -21,11 +21,12 @@ import time
 from fastapi import Request
 from fastapi.responses import Response
 
+from switchyard.client_disconnect import until_disconnected
 from switchyard.server.chat_prepare import prepare_chat
 from switchyard.server.chat_protocol import ChatCompletionRequest, ChatCompletionResponse
 from switchyard.server.chat_reply import ChatReply
 from switchyard.server.state import ServerState, new_id, tenant_of
-from switchyard.server.streaming import event_stream_response, until_disconnected
+from switchyard.server.streaming import event_stream_response
 
 
 async def create_chat_completion(

@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator
 from fastapi import Request
 from fastapi.responses import Response
 
+from switchyard.client_disconnect import until_disconnected
 from switchyard.engine.async_engine import RequestFailedError, RequestStream, RequestTimeoutError
 from switchyard.engine.sequence import CompletionOutput, RequestOutput, TokenLogprob
 from switchyard.errors import InvalidRequestError
@@ -33,7 +34,7 @@ from switchyard.server.completions_protocol import (
 from switchyard.server.protocol import MIN_LOGPROB, Usage, prompt_logprobs_of
 from switchyard.server.response_format import structured_outputs_of
 from switchyard.server.state import ServerState, TokenTexts, new_id, tenant_of
-from switchyard.server.streaming import event_stream_response, merge_streams, until_disconnected
+from switchyard.server.streaming import event_stream_response, merge_streams
 
 
 async def create_completion(

@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator
 from fastapi import Request
 from fastapi.responses import Response
 
+from switchyard.client_disconnect import until_disconnected
 from switchyard.errors import InvalidRequestError
 from switchyard.server.chat import start_chat
 from switchyard.server.chat_protocol import ChatCompletionChunk, ChatCompletionResponse
@@ -53,7 +54,7 @@ from switchyard.server.responses_protocol import (
     TextDoneEvent,
 )
 from switchyard.server.state import ServerState
-from switchyard.server.streaming import named_event_stream_response, until_disconnected
+from switchyard.server.streaming import named_event_stream_response
 
 
 async def create_response(body: ResponsesRequest, state: ServerState, http_request: Request) -> Response:

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator
 from typing import Any, Protocol, TypeVar
 
-from fastapi import Request
-from fastapi.responses import Response, StreamingResponse
+from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
 from starlette.types import Receive, Scope, Send
 
@@ -27,7 +26,6 @@ from switchyard.server.errors import describe
 
 T = TypeVar("T")
 
-CLIENT_CLOSED_REQUEST = 499
 """nginx's status for a request whose client left before the answer; nobody receives it, logs show it."""
 
 _DONE = "data: [DONE]\n\n"
@@ -139,30 +137,3 @@ async def merge_streams(streams: list[RequestStream]) -> AsyncIterator[tuple[int
             task.cancel()
         for stream in streams:
             stream.abort()
-
-
-async def until_disconnected(request: Request, work: Awaitable[T]) -> T | Response:
-    """Await `work`, cancelling it if the client disconnects first (so its engine requests are aborted).
-
-    FastAPI only notices a disconnect when it writes; a non-streaming request would otherwise keep generating
-    for a client that left.
-    """
-    work_task = asyncio.ensure_future(work)
-    watcher = asyncio.create_task(_wait_for_disconnect(request))
-    try:
-        await asyncio.wait({work_task, watcher}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        watcher.cancel()
-        if not work_task.done():
-            work_task.cancel()
-            await asyncio.gather(work_task, return_exceptions=True)
-    if work_task.cancelled():
-        return Response(status_code=CLIENT_CLOSED_REQUEST)
-    return work_task.result()
-
-
-async def _wait_for_disconnect(request: Request) -> None:
-    while True:
-        message = await request.receive()
-        if message["type"] == "http.disconnect":
-            return
