@@ -7,14 +7,12 @@ Handlers raise these and never build error responses themselves. Bodies follow O
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
 
 from switchyard.errors import SwitchyardError
+from switchyard.openai_error import ErrorInfo, retry_after_header
 
 logger = logging.getLogger(__name__)
 
@@ -111,29 +109,6 @@ class UnknownRequestError(SwitchyardError):
     def __init__(self, request_id: str) -> None:
         self.request_id = request_id
         super().__init__(f"No logged request has the id `{request_id}`.")
-
-
-@dataclass(frozen=True)
-class ErrorInfo:
-    status: int
-    type: str
-    message: str
-    param: str | None = None
-    code: str | None = None
-    headers: dict[str, str] = field(default_factory=dict)
-
-    def body(self) -> dict[str, Any]:
-        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
-
-    def sse_event(self, named: bool) -> bytes:
-        """The error as a stream event: `data: {...}` (chat and completions) or `event: error` first (the
-        Responses API's named events); the OpenAI client raises APIError with the message on either."""
-        data = f"data: {json.dumps(self.body(), ensure_ascii=False)}\n\n"
-        return (f"event: error\n{data}" if named else data).encode()
-
-
-def retry_after_header(seconds: float) -> dict[str, str]:
-    return {"Retry-After": str(max(1, math.ceil(seconds)))}
 
 
 def describe(exc: BaseException) -> ErrorInfo:

@@ -179,7 +179,7 @@ class RelayedStream(StreamingResponse):
             why = "the replica was declared lost" if isinstance(exc, _ReplicaLostError) else repr(exc)
             logger.warning("stream from %s broke off: %s", self._upstream.request.url, why)
             self._outcome.end = StreamEnd.REPLICA_LOST
-            yield REPLICA_LOST.sse_event(named=self._named_events)
+            yield REPLICA_LOST.sse_event("error" if self._named_events else None).encode()
             if not self._named_events:
                 yield _DONE
         finally:

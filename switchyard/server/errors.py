@@ -7,11 +7,9 @@ responses themselves, so a status code or error type changes in one place. Bodie
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi.exceptions import RequestValidationError
@@ -26,7 +24,7 @@ from switchyard.engine.async_engine import (
     RequestTimeoutError,
 )
 from switchyard.errors import CapacityError, InvalidRequestError, SwitchyardError
-from switchyard.server.protocol import ErrorDetail, ErrorResponse
+from switchyard.openai_error import ErrorInfo
 
 logger = logging.getLogger(__name__)
 
@@ -56,26 +54,6 @@ class RequestTooLargeError(SwitchyardError):
 
 class ServerDrainingError(SwitchyardError):
     """The server is shutting down and admits no new requests."""
-
-
-@dataclass(frozen=True)
-class ErrorInfo:
-    status: int
-    type: str
-    message: str
-    param: str | None = None
-    code: str | None = None
-    headers: dict[str, str] = field(default_factory=dict)
-
-    def body(self) -> dict[str, Any]:
-        detail = ErrorDetail(message=self.message, type=self.type, param=self.param, code=self.code)
-        return ErrorResponse(error=detail).model_dump()
-
-    def sse_event(self, name: str | None = None) -> str:
-        """The error as a stream event (`event: <name>` first when named); the OpenAI client raises APIError
-        with its message."""
-        data = f"data: {json.dumps(self.body(), ensure_ascii=False)}\n\n"
-        return data if name is None else f"event: {name}\n{data}"
 
 
 def describe(exc: BaseException) -> ErrorInfo:

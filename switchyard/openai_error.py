@@ -1,0 +1,33 @@
+"""An error as the OpenAI API answers it: status, `{"error": {message, type, param, code}}` body, headers, and
+the same body as a stream event. One shape for the server and the fleet gateway (torch-free)."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ErrorInfo:
+    status: int
+    type: str
+    message: str
+    param: str | None = None
+    code: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def body(self) -> dict[str, Any]:
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+    def sse_event(self, name: str | None = None) -> str:
+        """The error as a stream event (`event: <name>` first when named, as in the Responses API); the OpenAI
+        client raises APIError with its message on either."""
+        data = f"data: {json.dumps(self.body(), ensure_ascii=False)}\n\n"
+        return data if name is None else f"event: {name}\n{data}"
+
+
+def retry_after_header(seconds: float) -> dict[str, str]:
+    """Retry-After in whole seconds, at least 1."""
+    return {"Retry-After": str(max(1, math.ceil(seconds)))}
