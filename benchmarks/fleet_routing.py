@@ -428,7 +428,7 @@ def request_row(result: RequestResult) -> dict[str, Any]:
     """What a request's row keeps (not its inter-token gaps: the per-run files stay small)."""
     keep = ("index", "session", "turn", "start", "ttft", "e2e", "prompt_tokens", "output_tokens")
     return {
-        **{k: getattr(result, k) for k in keep},
+        **{k: round(v, 5) if isinstance(v := getattr(result, k), float) else v for k in keep},
         "cached_tokens": result.cached_tokens,
         "error": result.error,
     }
@@ -579,9 +579,9 @@ def plot(runs: list[dict], out: Path) -> list[Path]:
     workloads = list(dict.fromkeys(r["workload"] for r in runs))
     routers = list(dict.fromkeys(r["router"] for r in runs))
     paths = []
-    for key, label, file, scale in (
-        ("hit_rate", "prefix hit rate (cached / prompt tokens, %)", "hit_rate.png", 100.0),
-        ("ttft_p99_ms", "TTFT p99 (ms)", "ttft_p99.png", 1.0),
+    for key, label, file, scale, digits in (
+        ("hit_rate", "prefix hit rate (cached / prompt tokens, %)", "hit_rate.png", 100.0, "%.1f"),
+        ("ttft_p99_ms", "TTFT p99 (ms): median of rounds, dots each round", "ttft_p99.png", 1.0, "%.0f"),
     ):
         figure, axes = plt.subplots(1, len(workloads), figsize=(6.5 * len(workloads), 4.5), squeeze=False)
         for axis, workload in zip(axes[0], workloads, strict=True):
@@ -590,7 +590,11 @@ def plot(runs: list[dict], out: Path) -> list[Path]:
             colours = ["tab:orange" if r == "sglang-router" else "tab:grey" if r == "one replica" else "tab:blue"
                        for r in present]  # fmt: skip
             bars = axis.bar(range(len(present)), values, color=colours)
-            axis.bar_label(bars, fmt="%.0f", fontsize=8)
+            axis.bar_label(bars, fmt=digits, fontsize=8)
+            if key == "ttft_p99_ms":
+                for x, router in enumerate(present):
+                    rounds = [r[key] for r in (find(runs, router, workload) or {}).get("rounds", [])]
+                    axis.scatter([x] * len(rounds), rounds, color="black", s=10, zorder=3)
             axis.set_xticks(range(len(present)), present, rotation=35, ha="right")
             axis.set(title=workload, ylabel=label)
             if key == "hit_rate":
