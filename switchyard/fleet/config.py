@@ -346,7 +346,8 @@ def _pool_from_mapping(name: str, table: Any) -> PoolConfig:
             cpus_per_replica=float(table.get("cpus_per_replica", 1.0)),
         )
     else:
-        launch_only = sorted(set(table) & (_POOL_KEYS - _POOL_DEFAULT_KEYS - {"workers", "shadow"}))
+        routing = {"workers", "shadow", "policy_options", "tokenizer"}
+        launch_only = sorted(set(table) & (_POOL_KEYS - _POOL_DEFAULT_KEYS - routing))
         if launch_only:
             raise FleetConfigError(f"[pools.{name}] gives {', '.join(launch_only)} but no `replicas` count")
     workers = table.get("workers", [])

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from switchyard.fleet.config import FleetConfig, PoolConfig, load_fleet_config
+from switchyard.fleet.config import FleetConfig, PoolConfig, fleet_config_from_mapping, load_fleet_config
 from switchyard.fleet.errors import FleetConfigError
 from switchyard.fleet.online_eval.config import OnlineEvalConfig
 
@@ -142,3 +142,21 @@ def test_an_online_eval_rate_is_a_share() -> None:
         FleetConfig(
             pools=(PoolConfig("chat", workers=("http://a:1",)),), online_eval=OnlineEvalConfig(sample=2)
         )
+
+
+def test_a_pool_of_workers_takes_policy_options_and_a_tokenizer() -> None:
+    """The module docstring's example: settings of the pool's routing, not of launching, on a worker pool."""
+    config = fleet_config_from_mapping(
+        {
+            "pools": {
+                "chat": {
+                    "workers": ["http://127.0.0.1:9"],
+                    "policy": "kv_aware",
+                    "tokenizer": "/models/chat",
+                    "policy_options": {"request_cost_tokens": 256},
+                }
+            }
+        }
+    )
+    pool = config.pool("chat")
+    assert pool.tokenizer == "/models/chat" and pool.policy_options == {"request_cost_tokens": 256}
