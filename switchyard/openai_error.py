@@ -31,3 +31,14 @@ class ErrorInfo:
 def retry_after_header(seconds: float) -> dict[str, str]:
     """Retry-After in whole seconds, at least 1."""
     return {"Retry-After": str(max(1, math.ceil(seconds)))}
+
+
+def invalid_api_key(message: str) -> ErrorInfo:
+    """401 for a missing or wrong key, with the challenge header HTTP asks for."""
+    return ErrorInfo(
+        401, "invalid_request_error", message, code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"}
+    )
+
+
+def model_not_found(message: str) -> ErrorInfo:
+    return ErrorInfo(404, "invalid_request_error", message, param="model", code="model_not_found")

@@ -12,7 +12,7 @@ import math
 from collections.abc import Sequence
 
 from switchyard.errors import SwitchyardError
-from switchyard.openai_error import ErrorInfo, retry_after_header
+from switchyard.openai_error import ErrorInfo, invalid_api_key, model_not_found, retry_after_header
 
 logger = logging.getLogger(__name__)
 
@@ -116,15 +116,9 @@ def describe(exc: BaseException) -> ErrorInfo:
     if isinstance(exc, BadRequestError):
         return ErrorInfo(400, "invalid_request_error", str(exc), param=exc.param)
     if isinstance(exc, AuthenticationError):
-        return ErrorInfo(
-            401,
-            "invalid_request_error",
-            str(exc),
-            code="invalid_api_key",
-            headers={"WWW-Authenticate": "Bearer"},
-        )
+        return invalid_api_key(str(exc))
     if isinstance(exc, UnknownModelError):
-        return ErrorInfo(404, "invalid_request_error", str(exc), param="model", code="model_not_found")
+        return model_not_found(str(exc))
     if isinstance(exc, QueueFullError):
         return ErrorInfo(
             429, "rate_limit_error", str(exc), code="queue_full", headers=retry_after_header(exc.retry_after)

@@ -24,7 +24,7 @@ from switchyard.engine.async_engine import (
     RequestTimeoutError,
 )
 from switchyard.errors import CapacityError, InvalidRequestError, SwitchyardError
-from switchyard.openai_error import ErrorInfo
+from switchyard.openai_error import ErrorInfo, invalid_api_key, model_not_found
 
 logger = logging.getLogger(__name__)
 
@@ -63,17 +63,11 @@ def describe(exc: BaseException) -> ErrorInfo:
     if isinstance(exc, InvalidRequestError):
         return ErrorInfo(400, "invalid_request_error", str(exc), param=exc.param)
     if isinstance(exc, AuthenticationError):
-        return ErrorInfo(
-            401,
-            "invalid_request_error",
-            str(exc),
-            code="invalid_api_key",
-            headers={"WWW-Authenticate": "Bearer"},
-        )
+        return invalid_api_key(str(exc))
     if isinstance(exc, RequestTooLargeError):
         return ErrorInfo(413, "invalid_request_error", str(exc), code="request_too_large")
     if isinstance(exc, ModelNotFoundError):
-        return ErrorInfo(404, "invalid_request_error", str(exc), param="model", code="model_not_found")
+        return model_not_found(str(exc))
     if isinstance(exc, QueueFullError):
         return ErrorInfo(
             429,
