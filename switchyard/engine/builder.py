@@ -46,6 +46,9 @@ from switchyard.models.kv_cache_dtype import resolve_kv_cache_dtype
 from switchyard.models.llama import LlamaForCausalLM
 from switchyard.models.loader import load_model, parse_dtype
 from switchyard.models.packed_linear import can_pack, pack_linear_layers
+from switchyard.models.quantization.apply import quantize_model, quantized_buffer_bytes
+from switchyard.models.quantization.checkpoint import checkpoint_quantization
+from switchyard.models.quantization.methods import QuantizationSpec
 from switchyard.models.speculator import Speculator, is_speculator_folder, load_speculator
 from switchyard.models.tokenizer import (
     GenerationDefaults,
@@ -142,7 +145,10 @@ def build_engine_parts(config: EngineConfig) -> EngineParts:
 
     rss_before = peak_rss_bytes()
     model = load_model(folder, dtype, device, max_positions=max_model_len)
-    weights = model_bytes(model)
+    quantization = _quantization(config, folder)
+    if quantization is not None:
+        quantize_model(model, quantization)
+    weights = model_bytes(model) + quantized_buffer_bytes(model)
     pack = config.pack_weights and can_pack(device, dtype)
     if pack:
         pack_linear_layers(model)
@@ -221,6 +227,14 @@ def build_scheduling_state(
     policy = policy if policy is not None else PriorityFairPolicy(config.tenant_weights)
     scheduler = Scheduler(parts.scheduler_config, block_manager, policy)
     return SchedulingState(block_manager, runner, scheduler, policy)
+
+
+def _quantization(config: EngineConfig, folder: Path) -> QuantizationSpec | None:
+    """--quantization, else what the checkpoint is quantized as (int8 weights are loaded dequantized, then
+    quantized again per channel: the same int8 values, since each row's largest weight maps to 127 both times)."""
+    if config.quantization is not None:
+        return QuantizationSpec(config.quantization)  # type: ignore[arg-type]
+    return checkpoint_quantization(folder)
 
 
 def _model_dtype(config: EngineConfig, arch: ModelArchConfig, device: torch.device) -> torch.dtype:
