@@ -57,6 +57,7 @@ from switchyard.models.tokenizer import (
     load_generation_defaults,
     load_tokenizer,
 )
+from switchyard.quant_gates import read_gate
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -74,6 +75,8 @@ class EngineParts:
     dtype: torch.dtype
     kv_dtype: torch.dtype
     """Storage dtype of KV cache entries (may be narrower than `dtype`)."""
+    quantization: str | None
+    """The decoder projections' quantization method (int8, w8a8, int4), or None."""
     max_model_len: int
     tokenizer: PreTrainedTokenizerBase | None
     eos_token_ids: tuple[int, ...]
@@ -148,6 +151,7 @@ def build_engine_parts(config: EngineConfig) -> EngineParts:
     quantization = _quantization(config, folder)
     if quantization is not None:
         quantize_model(model, quantization)
+        _warn_without_gate(folder, quantization)
     weights = model_bytes(model) + quantized_buffer_bytes(model)
     pack = config.pack_weights and can_pack(device, dtype)
     if pack:
@@ -196,6 +200,7 @@ def build_engine_parts(config: EngineConfig) -> EngineParts:
         device=device,
         dtype=dtype,
         kv_dtype=kv_dtype,
+        quantization=quantization.method if quantization is not None else None,
         max_model_len=max_model_len,
         tokenizer=tokenizer,
         eos_token_ids=eos,
@@ -235,6 +240,26 @@ def _quantization(config: EngineConfig, folder: Path) -> QuantizationSpec | None
     if config.quantization is not None:
         return QuantizationSpec(config.quantization)  # type: ignore[arg-type]
     return checkpoint_quantization(folder)
+
+
+def _warn_without_gate(folder: Path, quantization: QuantizationSpec) -> None:
+    verdict = read_gate(folder, quantization.method)
+    if verdict is None:
+        logger.warning(
+            "%s quantization of %s has no quality-gate result: run `switchyard eval quant %s --quantization %s` "
+            "before trusting its answers",
+            quantization.method,
+            folder,
+            folder,
+            quantization.method,
+        )
+    elif not verdict.get("passed", False):
+        logger.warning(
+            "%s quantization of %s FAILED its quality gate (%s); serving it anyway",
+            quantization.method,
+            folder,
+            verdict.get("reason", "see `switchyard eval quant`"),
+        )
 
 
 def _model_dtype(config: EngineConfig, arch: ModelArchConfig, device: torch.device) -> torch.dtype:
