@@ -231,11 +231,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     quant.add_argument("--suite", default="bundled-gate", help="the task suite (bundled-gate)")
     quant.add_argument("--limit", type=_positive_int, default=400, help="suite cases used (400)")
-    quant.add_argument(
-        "--text",
+    held_out = quant.add_mutually_exclusive_group()
+    held_out.add_argument(
+        "--text", type=Path, default=None, help="held-out text for perplexity, passages split by blank lines"
+    )
+    held_out.add_argument(
+        "--conversations",
         type=Path,
         default=None,
-        help="held-out text for perplexity (default: the suite's conversations)",
+        help="held-out conversations for perplexity (JSONL of messages and tools, rendered by the chat "
+        "template; default: the suite's conversations)",
     )
     quant.add_argument("--concurrency", type=_positive_int, default=8, help="requests in flight (8)")
     quant.add_argument(
@@ -471,8 +476,12 @@ def cmd_quant(args: argparse.Namespace) -> int:
     from switchyard.evals.quant_gate import GateRequest, GateThresholds, format_result, run_gate
 
     texts: tuple[str, ...] = ()
+    conversations: tuple[dict[str, Any], ...] = ()
     if args.text is not None:
         texts = tuple(part for part in args.text.read_text().split("\n\n") if part.strip())
+    if args.conversations is not None:
+        lines = args.conversations.read_text().splitlines()
+        conversations = tuple(json.loads(line) for line in lines if line.strip())
     request = GateRequest(
         model=args.model,
         quantization=args.quantization,
@@ -480,6 +489,7 @@ def cmd_quant(args: argparse.Namespace) -> int:
         suite=args.suite,
         limit=args.limit,
         texts=texts,
+        conversations=conversations,
         serve_args=tuple(args.serve_arg),
         concurrency=args.concurrency,
         thresholds=GateThresholds(args.max_perplexity_increase, args.max_success_drop),

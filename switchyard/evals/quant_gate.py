@@ -72,7 +72,10 @@ class GateRequest:
     limit: int | None = 400
     """Suite cases used (None: all)."""
     texts: tuple[str, ...] = ()
-    """Held-out text for perplexity; empty: the suite's conversations, rendered by the chat template."""
+    """Held-out text for perplexity (tokenized as plain prompts)..."""
+    conversations: tuple[dict[str, Any], ...] = ()
+    """...or held-out conversations (`messages` and `tools`, assistant replies included) rendered by the chat
+    template; neither: the suite's conversations (their prompts)."""
     agreement_prompts: int = 64
     agreement_tokens: int = 32
     serve_args: tuple[str, ...] = ()
@@ -230,6 +233,15 @@ def suite_conversations(suite: Suite) -> list[dict[str, Any]]:
                 body["tools"] = case.tools
             bodies.append(body)
     return bodies
+
+
+def _tokenize_body(conversation: dict[str, Any]) -> dict[str, Any]:
+    if not isinstance(conversation.get("messages"), list):
+        raise QuantGateError("a held-out conversation needs a `messages` list")
+    body: dict[str, Any] = {"messages": conversation["messages"], "add_generation_prompt": False}
+    if conversation.get("tools"):
+        body["tools"] = conversation["tools"]
+    return body
 
 
 def tokenized_text(http: httpx.Client, url: str, model: str, body: dict[str, Any]) -> list[int]:
