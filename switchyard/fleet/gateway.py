@@ -25,6 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from switchyard import __version__
 from switchyard.client_disconnect import until_disconnected
+from switchyard.console.mount import ConsoleConfig, mount_console
 from switchyard.errors import SwitchyardError
 from switchyard.fleet.errors import (
     AuthenticationError,
@@ -71,7 +72,37 @@ def build_gateway_app(runtime: FleetRuntime) -> FastAPI:
     app.add_middleware(_RequestIdMiddleware)  # outside the key check, so refusals carry the header too
     app.include_router(_openai_routes(runtime))
     app.include_router(_operations_routes(runtime))
+
+    async def fleet_state() -> dict[str, Any]:
+        return {"replicas": _replica_rows(runtime)}
+
+    # The web console: the playground as on a server, and the fleet's dashboard: replicas, routing,
+    # tenants and online evaluation (its data under /v1, behind the gateway's keys).
+    keyed = runtime.config.api_key is not None or runtime.tenancy is not None
+    console = ConsoleConfig("Switchyard fleet", ("playground", "fleet"), key_required=keyed)
+    mount_console(app, console, metrics=runtime.metrics.render, extra=fleet_state)
     return app
+
+
+def _replica_rows(runtime: FleetRuntime) -> list[dict[str, Any]]:
+    """Every replica's state, for operators: where it is, whether it is routable, how loaded."""
+    return [
+        {
+            "name": replica.name,
+            "pool": pool.name,
+            "url": replica.url,
+            "health": replica.health.value,
+            "in_flight": replica.in_flight,
+            "load": {
+                "num_waiting": replica.load.num_waiting,
+                "num_running": replica.load.num_running,
+                "kv_cache_usage": replica.load.kv_cache_usage,
+            },
+            "ejections": pool.ejections[replica.name],
+        }
+        for pool in runtime.pools.values()
+        for replica in pool.replicas
+    ]
 
 
 async def _error_response(_: Request, exc: Exception) -> Response:
@@ -193,28 +224,7 @@ def _openai_routes(runtime: FleetRuntime) -> APIRouter:
     @router.get("/fleet/replicas", response_model=None)
     async def replicas() -> Response:
         """Every replica's state, for operators: where it is, whether it is routable, how loaded."""
-        return JSONResponse(
-            {
-                "object": "list",
-                "data": [
-                    {
-                        "name": replica.name,
-                        "pool": pool.name,
-                        "url": replica.url,
-                        "health": replica.health.value,
-                        "in_flight": replica.in_flight,
-                        "load": {
-                            "num_waiting": replica.load.num_waiting,
-                            "num_running": replica.load.num_running,
-                            "kv_cache_usage": replica.load.kv_cache_usage,
-                        },
-                        "ejections": pool.ejections[replica.name],
-                    }
-                    for pool in runtime.pools.values()
-                    for replica in pool.replicas
-                ],
-            }
-        )
+        return JSONResponse({"object": "list", "data": _replica_rows(runtime)})
 
     return router
 
