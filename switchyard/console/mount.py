@@ -78,6 +78,11 @@ def mount_console(
             }
         )
 
+    @app.get("/v1/console/ping", include_in_schema=False)
+    async def console_ping() -> Response:
+        """Under /v1, so behind the host's key check: how the page tries a key before keeping it."""
+        return JSONResponse({"ok": True})
+
     if metrics is not None:
 
         @app.get("/v1/console/stream", include_in_schema=False)

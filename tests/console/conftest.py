@@ -79,3 +79,28 @@ def new_page(browser: Any) -> Iterator[Any]:
     yield open_page
     for context in contexts:
         context.close()
+
+
+class ServedApp:
+    """An ASGI app served by uvicorn on a loopback port in a background thread."""
+
+    def __init__(self, app: Any) -> None:
+        import threading
+        import time
+
+        import uvicorn
+
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, name="console-app", daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("the app did not start")
+            time.sleep(0.01)
+        port = self.server.servers[0].sockets[0].getsockname()[1]
+        self.base_url = f"http://127.0.0.1:{port}"
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=30)

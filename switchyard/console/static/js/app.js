@@ -71,7 +71,7 @@ class Console {
     if (!key) return;
     storeKey(key);
     try {
-      await getJson("/v1/models");
+      await getJson("/v1/console/ping");
     } catch (error) {
       storeKey(null);
       const message = error instanceof AuthError ? "The server refused this key." : error.message;
