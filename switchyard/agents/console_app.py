@@ -59,7 +59,13 @@ class AgentRuns:
             "run": summary(state, self.store.run_updates().get(run_id, 0.0)),
             "steps": timeline(state, self.store),
             "approvals": [
-                {"call_id": a.call_id, "agent": a.agent, "tool": a.tool, "arguments": a.arguments, "reason": a.reason}
+                {
+                    "call_id": a.call_id,
+                    "agent": a.agent,
+                    "tool": a.tool,
+                    "arguments": a.arguments,
+                    "reason": a.reason,
+                }
                 for a in state.approvals()
             ],
         }
@@ -74,7 +80,12 @@ class AgentRuns:
         else:
             state.reject(decision.call_id, decision.reason or "rejected in the console")
         tool = next(call.name for call in state.pending if call.call_id == decision.call_id)
-        payload = {"call_id": decision.call_id, "tool": tool, "approved": decision.approve, "reason": decision.reason}
+        payload = {
+            "call_id": decision.call_id,
+            "tool": tool,
+            "approved": decision.approve,
+            "reason": decision.reason,
+        }
         self.store.save(state, "approval", json.dumps(payload, ensure_ascii=False))
         if not state.approvals():
             task = asyncio.create_task(self.runner.resume(state))

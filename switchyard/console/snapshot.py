@@ -87,7 +87,8 @@ def parse_metrics(text: str) -> Parsed:
 
 @dataclass
 class LiveWindow:
-    """The scrapes of the last `seconds`, to give each histogram's quantiles over that window."""
+    """The scrapes of the last `seconds`, to give each histogram's quantiles over that window (over the whole
+    run on a connection's first scrape, so a page opened after the traffic still shows it)."""
 
     seconds: float = 10.0
     _history: deque[tuple[float, Parsed]] = field(default_factory=deque)
@@ -98,13 +99,16 @@ class LiveWindow:
         now = time.time() if now is None else now
         parsed = parse_metrics(text)
         self._history.append((now, parsed))
-        while len(self._history) > 1 and now - self._history[0][0] > self.seconds:
+        # The baseline is the newest scrape at least `seconds` old (the oldest kept while none is that old).
+        while len(self._history) > 2 and now - self._history[1][0] >= self.seconds:
             self._history.popleft()
-        oldest = self._history[0][1]
+        baseline = self._history[0][1] if len(self._history) > 1 else None
         quantiles: dict[str, dict[str, float | None]] = {}
         for name, histogram in parsed.histograms.items():
-            earlier = oldest.histograms.get(name)
-            recent = histogram.minus(earlier) if earlier is not None and earlier is not histogram else histogram
+            earlier = baseline.histograms.get(name) if baseline is not None else None
+            recent = (
+                histogram.minus(earlier) if earlier is not None else histogram
+            )  # first scrape: since start
             quantiles[name] = {
                 **{f"p{round(q * 100)}": recent.quantile(q) for q in QUANTILES},
                 "count": recent.count,

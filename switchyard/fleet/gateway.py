@@ -8,6 +8,7 @@ starts and stops it when it ends.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import time
@@ -41,6 +42,7 @@ from switchyard.fleet.forwarded_headers import REQUEST_ID_HEADER, upstream_heade
 from switchyard.fleet.gatekeeper import DEFAULT_TENANT, GateRequest
 from switchyard.fleet.metrics import CONTENT_TYPE
 from switchyard.fleet.online_eval.feedback import parse_feedback, record_feedback
+from switchyard.fleet.prices import MICROS_PER_CREDIT
 from switchyard.fleet.proxy import ProxyCall
 from switchyard.fleet.request_fields import read_request_fields
 from switchyard.fleet.runtime import FleetRuntime
@@ -74,7 +76,13 @@ def build_gateway_app(runtime: FleetRuntime) -> FastAPI:
     app.include_router(_operations_routes(runtime))
 
     async def fleet_state() -> dict[str, Any]:
-        return {"replicas": _replica_rows(runtime)}
+        balances = await asyncio.to_thread(runtime.credit_balances)
+        credits = (
+            None
+            if balances is None
+            else {tenant: micros / MICROS_PER_CREDIT for tenant, micros in balances.items()}
+        )
+        return {"replicas": _replica_rows(runtime), "credits": credits}
 
     # The web console: the playground as on a server, and the fleet's dashboard: replicas, routing,
     # tenants and online evaluation (its data under /v1, behind the gateway's keys).

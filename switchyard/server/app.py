@@ -22,9 +22,9 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from switchyard import __version__
+from switchyard.console.mount import ConsoleConfig, mount_console
 from switchyard.engine.async_engine import AsyncLLMEngine
 from switchyard.errors import SwitchyardError
-from switchyard.console.mount import ConsoleConfig, mount_console
 from switchyard.server.body_limit import BodySizeLimitMiddleware
 from switchyard.server.chat import create_chat_completion
 from switchyard.server.chat_protocol import ChatCompletionRequest

@@ -56,7 +56,9 @@ class ConsolePage:
     def __init__(self, page: Any) -> None:
         self.page = page
         self.errors: list[str] = []
-        page.on("console", lambda message: self.errors.append(message.text) if message.type == "error" else None)
+        page.on(
+            "console", lambda message: self.errors.append(message.text) if message.type == "error" else None
+        )
         page.on("pageerror", lambda error: self.errors.append(f"uncaught: {error}"))
 
     def sign_in(self, key: str) -> None:

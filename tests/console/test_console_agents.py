@@ -15,11 +15,11 @@ import pytest
 from conftest import API_KEY, ServedApp
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "agents"))
-from scripted_model import ScriptedModel, call, say  # noqa: E402
+from scripted_model import ScriptedModel, call, say
 
-from switchyard.agents import Agent, Runner, RunStatus, tool  # noqa: E402
-from switchyard.agents.checkpoint import CheckpointStore  # noqa: E402
-from switchyard.agents.console_app import build_agent_console_app  # noqa: E402
+from switchyard.agents import Agent, Runner, RunStatus, tool
+from switchyard.agents.checkpoint import CheckpointStore
+from switchyard.agents.console_app import build_agent_console_app
 
 
 class AgentHost:
@@ -32,7 +32,10 @@ class AgentHost:
             self.outbox.append(f"{to}: {text}")
             return "sent"
 
-        script = [call("send_message", {"to": "ana", "text": "lunch at noon?"}, "c1"), say("Message sent to ana.")]
+        script = [
+            call("send_message", {"to": "ana", "text": "lunch at noon?"}, "c1"),
+            say("Message sent to ana."),
+        ]
         self.agent = Agent(name="mailer", tools=[send_message], client=ScriptedModel(script))
         self.store = CheckpointStore(folder / "runs.db")
         self.runner = Runner(store=self.store, agents=[self.agent])
@@ -84,7 +87,9 @@ def test_a_rejection_is_recorded_and_a_wrong_key_is_refused(host: AgentHost) -> 
         refused = http.get("/v1/agent/runs", headers={"Authorization": "Bearer wrong"})
         assert refused.status_code == 401 and refused.json()["error"]["code"] == "invalid_api_key"
         auth = {"Authorization": f"Bearer {API_KEY}"}
-        unknown = http.post(f"/v1/agent/runs/{run_id}/decisions", json={"call_id": "nope", "approve": True}, headers=auth)
+        unknown = http.post(
+            f"/v1/agent/runs/{run_id}/decisions", json={"call_id": "nope", "approve": True}, headers=auth
+        )
         assert unknown.status_code == 409
         answer = http.post(
             f"/v1/agent/runs/{run_id}/decisions",

@@ -64,7 +64,9 @@ def test_the_kv_gauge_rises_during_requests_and_falls_after(new_page: Any, keyed
     def load() -> None:  # requests until the page has seen the gauge move: the tiny model is fast
         with keyed_server.http() as http:
             while not seen_rise.is_set():
-                http.post("/v1/chat/completions", json=LONG_REQUEST, headers={"Authorization": f"Bearer {API_KEY}"})
+                http.post(
+                    "/v1/chat/completions", json=LONG_REQUEST, headers={"Authorization": f"Bearer {API_KEY}"}
+                )
 
     workers = [threading.Thread(target=load) for _ in range(4)]
     for worker in workers:

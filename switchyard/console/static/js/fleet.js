@@ -50,8 +50,9 @@ export class FleetView {
       r.labels.pool, r.labels.replica, r.labels.decision, r.labels.status, count(r.value),
     ]));
 
+    const credits = s.data.extra?.credits || {};
     const tenants = grouped(s.samples(`${M}tenant_requests`), ["tenant", "model"]);
-    fillTable($("fl-tenants"), tenants.map(({ labels, value }) => {
+    const rows = tenants.map(({ labels, value }) => {
       const where = { tenant: labels.tenant, model: labels.model };
       return [
         labels.tenant, labels.model, count(value),
@@ -59,8 +60,14 @@ export class FleetView {
         count(s.sum(`${M}tenant_tokens`, { ...where, kind: "cached" })),
         count(s.sum(`${M}tenant_tokens`, { ...where, kind: "output" })),
         money(s.sum(`${M}tenant_cost`, where)),
+        labels.tenant in credits ? money(credits[labels.tenant]) : "–",
       ];
-    }));
+    });
+    const seen = new Set(tenants.map(({ labels }) => labels.tenant));
+    for (const [tenant, balance] of Object.entries(credits)) {
+      if (!seen.has(tenant)) rows.push([tenant, "–", "0", "0", "0", "0", "–", money(balance)]);
+    }
+    fillTable($("fl-tenants"), rows);
 
     const logged = grouped(s.samples(`${M}online_eval_logged`), ["pool", "shadow"]);
     fillTable($("fl-eval"), logged.map(({ labels, value }) => {
