@@ -22,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 from switchyard import __version__
 from switchyard.agents.checkpoint import CheckpointStore, RunNotFoundError
 from switchyard.agents.limits import RunStatus
+from switchyard.agents.result import RunResult
 from switchyard.agents.runner import Runner
 from switchyard.agents.state import ApprovalError, RunState
 from switchyard.console.api_key import BearerKeyMiddleware
@@ -47,7 +48,9 @@ class AgentRuns:
             raise ValueError("the agent console needs a Runner with a checkpoint store (Runner(store=...))")
         self.runner = runner
         self.store: CheckpointStore = runner.store
-        self._resuming: dict[str, asyncio.Task[Any]] = {}
+        self._resuming: dict[str, asyncio.Task[RunResult]] = {}
+        self.results: dict[str, RunResult] = {}
+        """What each resume returned, by run id (the newest), for a host that waits on its runs."""
 
     def list(self) -> list[dict[str, Any]]:
         updated = self.store.run_updates()
@@ -93,10 +96,14 @@ class AgentRuns:
             task.add_done_callback(lambda done: self._resumed(run_id, done))
         return state
 
-    def _resumed(self, run_id: str, task: asyncio.Task[Any]) -> None:
+    def _resumed(self, run_id: str, task: asyncio.Task[RunResult]) -> None:
         self._resuming.pop(run_id, None)
-        if not task.cancelled() and task.exception() is not None:
+        if task.cancelled():
+            return
+        if task.exception() is not None:
             logger.error("resuming run %s failed", run_id, exc_info=task.exception())
+            return
+        self.results[run_id] = task.result()
 
     async def wait_idle(self) -> None:
         """Until every resumed run has returned (the app's shutdown)."""

@@ -4,6 +4,7 @@ Approve in the page resumes it to completion (the model is scripted: the page an
 from __future__ import annotations
 
 import asyncio
+import io
 import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -101,3 +102,43 @@ def test_a_rejection_is_recorded_and_a_wrong_key_is_refused(host: AgentHost) -> 
         kinds = [step["kind"] for step in detail["steps"]]
         assert "approval" in kinds
         assert http.get("/v1/agent/runs/missing", headers=auth).status_code == 404
+
+
+def test_the_console_host_returns_the_run_a_decision_resumed(tmp_path: Path) -> None:
+    """`switchyard agent demo --approve console`'s wait: the demo loop gets the run the console resumed."""
+    from switchyard.agents.console_host import ConsoleHost
+
+    outbox: list[str] = []
+
+    @tool(side_effects="acting", needs_approval=True)
+    def send_message(to: str, text: str) -> str:
+        """Send a message to a person."""
+        outbox.append(f"{to}: {text}")
+        return "sent"
+
+    script = [call("send_message", {"to": "bo", "text": "hi"}, "c1"), say("Sent.")]
+    agent = Agent(name="mailer", tools=[send_message], client=ScriptedModel(script))
+    store = CheckpointStore(tmp_path / "runs.db")
+    runner = Runner(store=store, agents=[agent])
+    printed = io.StringIO()
+
+    async def scenario() -> str:
+        host = await ConsoleHost.start(runner, 0, printed)
+        try:
+            paused = await runner.run(agent, "message bo")
+            url = printed.getvalue().split("open ")[1].split("/ui/")[0]
+            waiting = asyncio.create_task(host.wait_for_decisions(paused, printed))
+            async with httpx.AsyncClient(base_url=url) as http:
+                answer = await http.post(
+                    f"/v1/agent/runs/{paused.run_id}/decisions", json={"call_id": "c1", "approve": True}
+                )
+                assert answer.status_code == 202
+            result = await asyncio.wait_for(waiting, 30)
+            return result.status.value
+        finally:
+            await host.stop()
+
+    with ThreadPoolExecutor(1) as pool:  # a loop of its own: Playwright's sync API may hold this thread's
+        assert pool.submit(asyncio.run, scenario()).result() == "completed"
+    assert outbox == ["bo: hi"]
+    store.close()
