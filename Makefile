@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 # while an unpinned torch pulls a multi-GB CUDA build.
 TORCH_PIN := torch==2.13.0
 
-.PHONY: serve test lint format bench clean browser
+.PHONY: serve test lint format bench clean browser screenshots
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -68,6 +68,10 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python benchmarks/offline_throughput.py $(ARGS)
 	$(BIN)/python benchmarks/scheduling.py
 	$(BIN)/python benchmarks/server_overhead.py
+
+# The console's screenshots in docs/console/ (the bundled model, a gateway and the demo agent; about a minute).
+screenshots: $(VENV)/.installed-dev browser
+	$(BIN)/python docs/console/screenshots.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache .import_linter_cache

@@ -39,7 +39,8 @@ export class AgentsView {
       run.run_id.slice(0, 12), run.current_agent, { text: run.status, className: `status-${run.status}` },
       count(run.turns), count(run.usage.input_tokens + run.usage.output_tokens), money(run.cost),
       new Date(run.updated * 1000).toLocaleTimeString(),
-    ]));
+    ]), "No runs in the checkpoint store yet.");
+    if (!runs.length) return;
     [...table.tBodies[0].rows].forEach((row, index) => {
       const runId = runs[index].run_id;
       row.className = "clickable";

@@ -26,7 +26,7 @@ export class RollingChart {
         {
           width,
           height: 180,
-          legend: { show: this.names.length > 1 },
+          legend: { show: this.names.length > 1, live: false },
           series: [{}, ...this.names.map((label, i) => ({ label, stroke: COLOURS[i % COLOURS.length], width: 2, spanGaps: true }))],
           axes: [{ stroke: "#888" }, { stroke: "#888", size: 50 }],
           scales: { y: { range: (_, min, max) => [0, Math.max(max || 0, 1e-9) * 1.1] } },

@@ -43,12 +43,12 @@ export class FleetView {
     fillTable($("fl-replicas"), replicas.map((r) => [
       r.name, r.pool, { text: r.health, className: `health-${r.health}` }, count(r.in_flight),
       count(r.load.num_running), count(r.load.num_waiting), percent(r.load.kv_cache_usage), count(r.ejections),
-    ]));
+    ]), "No replicas.");
 
     const routing = s.samples(`${M}requests`).filter((sample) => sample.value > 0);
     fillTable($("fl-routing"), routing.map((r) => [
       r.labels.pool, r.labels.replica, r.labels.decision, r.labels.status, count(r.value),
-    ]));
+    ]), "No requests answered yet.");
 
     const credits = s.data.extra?.credits || {};
     const tenants = grouped(s.samples(`${M}tenant_requests`), ["tenant", "model"]);
@@ -67,7 +67,7 @@ export class FleetView {
     for (const [tenant, balance] of Object.entries(credits)) {
       if (!seen.has(tenant)) rows.push([tenant, "–", "0", "0", "0", "0", "–", money(balance)]);
     }
-    fillTable($("fl-tenants"), rows);
+    fillTable($("fl-tenants"), rows, "No tenant traffic (tenants need the gateway's --tenants-db).");
 
     const logged = grouped(s.samples(`${M}online_eval_logged`), ["pool", "shadow"]);
     fillTable($("fl-eval"), logged.map(({ labels, value }) => {
@@ -80,6 +80,6 @@ export class FleetView {
         labels.pool, labels.shadow, count(value), count(judged), judged ? percent(passed / judged) : "–",
         count(ratings), ratings ? fixed(ratingSum / ratings, 2) : "–",
       ];
-    }));
+    }), "Nothing logged (online evaluation needs the gateway's --eval-sample).");
   }
 }

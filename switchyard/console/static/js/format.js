@@ -5,7 +5,9 @@ export function fixed(value, digits = 1) {
 }
 
 export function percent(share) {
-  return share === null || share === undefined ? "–" : `${(share * 100).toFixed(1)}%`;
+  if (share === null || share === undefined) return "–";
+  const value = share * 100;
+  return `${value.toFixed(value > 0 && value < 1 ? 2 : 1)}%`;  // a big cache's first blocks still show
 }
 
 export function millis(seconds) {
@@ -29,8 +31,14 @@ export function element(tag, { className, text, attrs } = {}, children = []) {
   return node;
 }
 
-export function fillTable(table, rows) {
+// Replaces a table's rows; `empty` is said in one row when there are none.
+export function fillTable(table, rows, empty = "Nothing yet.") {
   const body = table.tBodies[0];
+  if (!rows.length) {
+    const cell = element("td", { className: "empty", text: empty, attrs: { colspan: table.tHead.rows[0].cells.length } });
+    body.replaceChildren(element("tr", {}, [cell]));
+    return;
+  }
   body.replaceChildren(...rows.map((cells) => {
     const row = document.createElement("tr");
     for (const cell of cells) {
@@ -40,7 +48,6 @@ export function fillTable(table, rows) {
         if (cell.className) td.className = cell.className;
       } else {
         td.textContent = cell;
-        if (typeof cell === "string" && /^[\d.,–%\s]+(ms)?$/.test(cell)) td.className = "num";
       }
       row.append(td);
     }
