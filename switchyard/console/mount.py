@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 
@@ -29,6 +29,9 @@ MetricsSource = Callable[[], bytes]
 """The host's Prometheus text, as its /metrics route renders it."""
 ExtraSource = Callable[[], Awaitable[dict[str, Any]]]
 """More live data for a view (the gateway's replicas), merged into each snapshot under `extra`."""
+StreamGuard = Callable[[Request], None]
+"""Raises the host's own error when a caller whose key passed may still not watch the live data (a tenant's
+key on a gateway, which would see every tenant's usage)."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,7 @@ def mount_console(
     config: ConsoleConfig,
     metrics: MetricsSource | None = None,
     extra: ExtraSource | None = None,
+    guard: StreamGuard | None = None,
 ) -> None:
     """Serve the pages at /ui, the host's views at /ui/config.json and (with `metrics`) a snapshot each
     `interval_s` as server-sent events at /v1/console/stream."""
@@ -86,7 +90,9 @@ def mount_console(
     if metrics is not None:
 
         @app.get("/v1/console/stream", include_in_schema=False)
-        async def console_stream() -> Response:
+        async def console_stream(request: Request) -> Response:
+            if guard is not None:
+                guard(request)
             return StreamingResponse(
                 _snapshots(config, metrics, extra),
                 media_type="text/event-stream",

@@ -13,7 +13,7 @@ import hashlib
 import hmac
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -88,8 +88,20 @@ def build_gateway_app(runtime: FleetRuntime) -> FastAPI:
     # tenants and online evaluation (its data under /v1, behind the gateway's keys).
     keyed = runtime.config.api_key is not None or runtime.tenancy is not None
     console = ConsoleConfig("Switchyard fleet", ("playground", "fleet"), key_required=keyed)
-    mount_console(app, console, metrics=runtime.metrics.render, extra=fleet_state)
+    mount_console(
+        app, console, metrics=runtime.metrics.render, extra=fleet_state, guard=_operators_only(runtime)
+    )
     return app
+
+
+def _operators_only(runtime: FleetRuntime) -> Callable[[Request], None]:
+    """With tenants, the fleet's live view is the operators': it names every tenant and its spending."""
+
+    def guard(request: Request) -> None:
+        if runtime.tenancy is not None and not getattr(request.state, OPERATOR_STATE, False):
+            raise PermissionDeniedError("The fleet's live view needs the operators' key.")
+
+    return guard
 
 
 def _replica_rows(runtime: FleetRuntime) -> list[dict[str, Any]]:

@@ -142,3 +142,15 @@ def test_the_console_host_returns_the_run_a_decision_resumed(tmp_path: Path) -> 
         assert pool.submit(asyncio.run, scenario()).result() == "completed"
     assert outbox == ["bo: hi"]
     store.close()
+
+
+def test_the_runs_fit_a_phone_without_console_errors(new_page: Any, host: AgentHost) -> None:
+    run_id = host.start_run("one more for the phone")
+    console = new_page(390, 844, mobile=True)
+    page = console.page
+    page.goto(f"{host.app.base_url}/ui/#agents")
+    console.sign_in(API_KEY)
+    page.click(f"#ag-runs tr[data-run-id='{run_id}']")
+    page.wait_for_selector(".approval")
+    assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 1
+    assert console.errors == []

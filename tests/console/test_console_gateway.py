@@ -79,3 +79,12 @@ def test_the_playground_chats_through_the_gateway(new_page: Any, gateway: Runnin
     page.wait_for_selector("#pg-log li.assistant:not([aria-busy])")
     assert "completion 6 tok" in page.inner_text("#pg-log li.assistant .stats")
     assert console.errors == []
+
+
+def test_the_fleet_view_fits_a_phone_without_console_errors(new_page: Any, gateway: RunningGateway) -> None:
+    console = new_page(390, 844, mobile=True)
+    console.page.goto(f"{gateway.base_url}/ui/#fleet")
+    console.sign_in(API_KEY)
+    console.page.wait_for_selector("#fl-replicas tbody td.health-healthy")
+    assert console.page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 1
+    assert console.errors == []

@@ -1,6 +1,6 @@
 // The console's shell: reads the host's views, asks for the API key when the host needs one, and switches
 // views by the URL's hash (#playground, #dashboard, #fleet, #agents) so each view has a link.
-import { AuthError, getJson, storeKey, storedKey } from "./api.js";
+import { ApiError, AuthError, getJson, storeKey, storedKey } from "./api.js";
 import { AgentsView } from "./agents.js";
 import { DashboardView } from "./dashboard.js";
 import { FleetView } from "./fleet.js";
@@ -89,6 +89,8 @@ class Console {
     if (error instanceof AuthError) {
       storeKey(null);
       this.askForKey("The server refused the key; enter it again.");
+    } else if (error instanceof ApiError && error.status === 403) {
+      this.banner(error.message);  // this key may not see this view
     } else if (!quiet) {
       this.banner(`Lost contact with the server: ${error.message}`);
     }

@@ -1,6 +1,6 @@
 // The live snapshots (/v1/console/stream): one per second while a dashboard is open, with helpers to read a
 // metric's samples and the rate of a counter between two snapshots.
-import { AuthError, streamEvents } from "./api.js";
+import { ApiError, AuthError, streamEvents } from "./api.js";
 
 export class LiveFeed {
   constructor(onSnapshot, onError) {
@@ -26,7 +26,8 @@ export class LiveFeed {
       (error) => {
         if (signal.aborted) return;
         this.onError(error);
-        if (!(error instanceof AuthError)) this.retry(signal);
+        const refused = error instanceof AuthError || (error instanceof ApiError && error.status === 403);
+        if (!refused) this.retry(signal);
       },
     );
   }
