@@ -3,6 +3,7 @@ streams a reply, the dashboard's KV gauge follows a request, and both widths ren
 
 from __future__ import annotations
 
+import json
 import threading
 from typing import Any
 
@@ -95,3 +96,31 @@ def test_desktop_and_phone_widths_render_without_console_errors(new_page: Any, k
             overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
             assert overflow <= 1, f"{view} at {viewport} scrolls sideways by {overflow}px"
             assert console.errors == [], f"{view} at {viewport}: {console.errors}"
+
+
+def test_json_schema_mode_gets_json_and_bad_tools_are_named_before_sending(
+    new_page: Any, keyed_server: Any
+) -> None:
+    console = open_console(new_page, keyed_server, "playground")
+    page = console.page
+    page.wait_for_selector("#pg-model option[value='tiny']", state="attached")
+    page.click("summary:has-text('Tools')")
+    page.fill("#pg-tools", "[{not json")
+    page.fill("#pg-input", "call something")
+    page.press("#pg-input", "Enter")
+    page.wait_for_selector("#pg-error:has-text('Tools are not valid JSON')")
+    assert page.query_selector("#pg-log li") is None  # nothing was sent
+    page.fill("#pg-tools", "")
+    page.click("summary:has-text('JSON schema mode')")
+    page.check("#pg-json-on")
+    schema = '{"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"], "additionalProperties": false}'
+    page.fill("#pg-schema", schema)
+    page.fill("#pg-max-tokens", "40")
+    page.fill("#pg-input", "a number please")
+    page.press("#pg-input", "Enter")
+    page.wait_for_selector("#pg-log li.assistant:not([aria-busy])")
+    stats = page.inner_text("#pg-log li.assistant .stats")
+    reply = page.inner_text("#pg-log li.assistant .content")
+    assert "finish: stop" in stats, stats  # the grammar closes the object well within the budget
+    assert isinstance(json.loads(reply)["n"], int)
+    assert page.is_hidden("#pg-error")
