@@ -29,6 +29,8 @@ MetricsSource = Callable[[], bytes]
 """The host's Prometheus text, as its /metrics route renders it."""
 ExtraSource = Callable[[], Awaitable[dict[str, Any]]]
 """More live data for a view (the gateway's replicas), merged into each snapshot under `extra`."""
+Draining = Callable[[], bool]
+"""True once the host is shutting down: the live streams then end, so they hold no shutdown up."""
 StreamGuard = Callable[[Request], None]
 """Raises the host's own error when a caller whose key passed may still not watch the live data (a tenant's
 key on a gateway, which would see every tenant's usage)."""
@@ -61,6 +63,7 @@ def mount_console(
     metrics: MetricsSource | None = None,
     extra: ExtraSource | None = None,
     guard: StreamGuard | None = None,
+    draining: Draining | None = None,
 ) -> None:
     """Serve the pages at /ui, the host's views at /ui/config.json and (with `metrics`) a snapshot each
     `interval_s` as server-sent events at /v1/console/stream."""
@@ -94,7 +97,7 @@ def mount_console(
             if guard is not None:
                 guard(request)
             return StreamingResponse(
-                _snapshots(config, metrics, extra),
+                _snapshots(config, metrics, extra, draining or _never),
                 media_type="text/event-stream",
                 headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
             )
@@ -103,13 +106,19 @@ def mount_console(
         app.mount("/ui", StaticFiles(directory=folder, html=True), name="console")
 
 
+def _never() -> bool:
+    return False
+
+
 async def _snapshots(
-    config: ConsoleConfig, metrics: MetricsSource, extra: ExtraSource | None
+    config: ConsoleConfig, metrics: MetricsSource, extra: ExtraSource | None, draining: Draining
 ) -> AsyncIterator[str]:
-    """One `data:` event per interval until the client goes (Starlette then cancels this generator)."""
+    """One `data:` event per interval until the client goes (Starlette then cancels this generator) or the
+    host drains. The scrape runs off the event loop: a collector may read a file (the gateway's verdicts)."""
     window = LiveWindow(config.window_s)
-    while True:
-        snapshot = window.snapshot(metrics().decode())
+    while not draining():
+        text = await asyncio.to_thread(metrics)
+        snapshot = window.snapshot(text.decode())
         if extra is not None:
             snapshot["extra"] = await extra()
         yield f"data: {json.dumps(snapshot, separators=(',', ':'))}\n\n"

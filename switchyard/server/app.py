@@ -74,7 +74,7 @@ def build_app(engine: AsyncLLMEngine, settings: ServerSettings) -> FastAPI:
     app.include_router(_operations_routes(state))
     # The web console: the chat playground and the engine's live dashboard (its data under /v1, keyed).
     console = ConsoleConfig("Switchyard", ("playground", "dashboard"), key_required=bool(keys))
-    mount_console(app, console, metrics=state.metrics.render)
+    mount_console(app, console, metrics=state.metrics.render, draining=lambda: state.draining)
     return app
 
 

@@ -37,3 +37,19 @@ def test_the_live_stream_needs_the_key_and_sends_the_engine_metrics(keyed_server
     (kv,) = snapshot["series"]["switchyard:kv_cache_usage_perc"]
     assert kv["labels"] == {"model_name": "tiny"} and 0 <= kv["value"] <= 1
     assert set(snapshot["quantiles"]["switchyard:time_to_first_token_seconds"]) == {"p50", "p99", "count"}
+
+
+def test_the_live_stream_ends_when_the_server_drains(keyed_server: Any) -> None:
+    """An open console must not hold a shutdown up: its stream ends once draining begins."""
+    state = keyed_server.server.state
+    with keyed_server.http() as http:
+        auth = {"Authorization": f"Bearer {API_KEY}"}
+        with http.stream("GET", "/v1/console/stream", headers=auth) as stream:
+            lines = stream.iter_lines()
+            assert next(line for line in lines if line.startswith("data:"))
+            state.draining = True
+            try:
+                remaining = [line for line in lines if line.startswith("data:")]  # ends: no hang
+            finally:
+                state.draining = False
+    assert len(remaining) <= 1  # at most the snapshot already on its way
