@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import io
-import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -13,14 +12,12 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import API_KEY, ServedApp
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "agents"))
-from scripted_model import ScriptedModel, call, say
+from console_harness import API_KEY, ServedApp
 
 from switchyard.agents import Agent, Runner, RunStatus, tool
 from switchyard.agents.checkpoint import CheckpointStore
 from switchyard.agents.console_app import build_agent_console_app
+from tests.agents.scripted_model import ScriptedModel, call, say
 
 
 class AgentHost:

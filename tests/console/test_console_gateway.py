@@ -3,24 +3,20 @@ and load, the routing decisions and online evaluation per pool, and the playgrou
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import API_KEY
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "fleet" / "gateway"))
-from fleet_harness import RunningGateway, gateway_config, start_gateway, wait_for
+from console_harness import API_KEY
+from server.harness import start_server
 
 from switchyard.fleet.online_eval.config import OnlineEvalConfig
+from tests.fleet.gateway.fleet_harness import RunningGateway, gateway_config, start_gateway, wait_for
 
 
 @pytest.fixture(scope="module")
 def gateway(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningGateway]:
-    from harness import start_server
-
     worker = start_server(tiny_model_dir)
     log = tmp_path_factory.mktemp("online-eval") / "log.db"
     config = gateway_config(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from conftest import API_KEY
+from console_harness import API_KEY
 
 
 def test_the_pages_are_public_and_say_a_key_is_needed(keyed_server: Any) -> None:

@@ -7,7 +7,7 @@ import json
 import threading
 from typing import Any
 
-from conftest import API_KEY
+from console_harness import API_KEY
 
 LONG_REQUEST = {
     "model": "tiny",
