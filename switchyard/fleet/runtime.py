@@ -174,6 +174,14 @@ class FleetRuntime:
         for pool in self.pools.values():  # a policy's own tasks (kv_aware's event subscriber)
             await pool.policy.start(pool.replicas_now, self._client)
 
+    def credit_balances(self) -> dict[str, int] | None:
+        """Every tenant's credit balance now, in micro-credits; None without a credits ledger. Reads the
+        ledger's file: call it off the event loop."""
+        if self._credits is None:
+            return None
+        gate = self._credits.gate
+        return {tenant: gate.balance(tenant) for tenant in gate.ledger.tenants()}
+
     async def stop(self, grace: float) -> None:
         """Stop checking, stop the launched replicas (they drain within `grace`), close connections."""
         if self._health is not None:
