@@ -237,6 +237,9 @@ class ControlPlane:
         if record.attempts != outcome.attempt or job.placement is None:
             return  # a run the store has already moved on from (requeued when its node was lost)
         self._account(record, now)
+        if outcome.end is RunEnd.LOST and self.health is not None:
+            for node_id in job.placement.node_ids:
+                self.health.mark_suspect(node_id)
         if job.state is JobState.CANCELLED:
             record.finished_at = now
         elif job.state is JobState.PREEMPTING or outcome.end in (RunEnd.STOPPED, RunEnd.LOST):
@@ -403,7 +406,9 @@ class ControlPlane:
                 gpu_count=node.gpu_count,
                 gpu_health={gpu: record.health for gpu, record in admin.gpus.items() if gpu < node.gpu_count},
                 cordoned=admin.cordoned,
-                alive=node.id in state.live,
+                # A suspect node keeps its jobs but gets no new ones until its agent answers again.
+                alive=node.id in state.live
+                and not (self.health is not None and self.health.suspect(node.id)),
             )
         allocations = {record.job.id: record.job.placement for record in holders if record.job.placement}
         return ClusterView(nodes=nodes, allocations=allocations, usage=self.usage)

@@ -46,6 +46,8 @@ class _Agent:
     heartbeat_ref: Any = None
     sent_at: float = 0.0
     burn_in_ref: Any = None
+    suspect_since: float | None = None
+    """When a heartbeat failed or a worker there lost its actor; cleared by a heartbeat sent after it."""
 
 
 class HealthMonitor:
@@ -81,6 +83,19 @@ class HealthMonitor:
         if agent.last_heartbeat is None:
             return now - agent.created_at < self.settings.startup_grace_s
         return now - agent.last_heartbeat < self.settings.heartbeat_timeout_s
+
+    def suspect(self, node_id: str) -> bool:
+        """Its last heartbeat failed: give it no new work until it answers again (its jobs stay put until the
+        heartbeat timeout says it is lost; an agent that merely crashed answers again within seconds)."""
+        agent = self._agents.get(node_id)
+        return agent is not None and agent.suspect_since is not None
+
+    def mark_suspect(self, node_id: str) -> None:
+        """Something else failed there (a worker's actor died): suspect the node until its next heartbeat,
+        must have been sent after this."""
+        agent = self._agents.get(node_id)
+        if agent is not None:
+            agent.suspect_since = self._clock()
 
     def faults(self, node_id: str) -> dict[int, str]:
         """The GPU faults of the node's last heartbeat."""
@@ -130,9 +145,12 @@ class HealthMonitor:
                 logger.warning("node %s: heartbeat failed (%s); restarting its agent", node_id, error)
                 _kill(agent.actor)
                 agent.actor = self._start_agent(node_id, agent.gpu_count)
+                agent.suspect_since = now
             else:
                 agent.last_heartbeat = now
                 agent.faults = dict(beat.faults)
+                if agent.suspect_since is not None and agent.sent_at >= agent.suspect_since:
+                    agent.suspect_since = None
             agent.heartbeat_ref = None
         if agent.burn_in_ref is not None and ray.wait([agent.burn_in_ref], timeout=0)[0]:
             try:

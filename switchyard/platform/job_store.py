@@ -106,8 +106,8 @@ class JobStore:
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self._db.row_factory = sqlite3.Row
         self._lock = threading.RLock()
-        with self._transaction() as db:
-            db.executescript(_SCHEMA)
+        with self._lock:
+            self._db.executescript(_SCHEMA)  # commits on its own: not inside a transaction
 
     def close(self) -> None:
         with self._lock:
