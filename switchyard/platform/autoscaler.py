@@ -120,7 +120,7 @@ class PoolTrend:
 def scale_action(
     pool: ServingPoolSpec, trend: PoolTrend, ready: int, on_the_way: int, settings: AutoscalerSettings
 ) -> ScaleAction:
-    """What to do with the pool: `ready` replicas serve, `on_the_way` are queued or starting."""
+    """What to do with the pool: `ready` replicas answer on /metrics, `on_the_way` are queued or starting."""
     total = ready + on_the_way
     if total < pool.min_replicas:
         return ScaleAction.UP
@@ -160,8 +160,9 @@ class ServingAutoscaler:
                 if record.job.spec.name == pool.name
                 and record.job.state in (JobState.QUEUED, JobState.RUNNING, JobState.PREEMPTING)
             ]
-            loads = [load for record in replicas for load in self._loads(record)]
-            ready = sum(1 for record in replicas if record.job.state is JobState.RUNNING and record.endpoints)
+            per_replica = [self._loads(record) for record in replicas if record.job.state is JobState.RUNNING]
+            loads = [load for replica_loads in per_replica for load in replica_loads]
+            ready = sum(1 for replica_loads in per_replica if replica_loads)  # its /metrics answered
             trend = self._trends.setdefault(pool.name, PoolTrend())
             trend.observe(loads, self.settings)
             action = scale_action(pool, trend, ready, len(replicas) - ready, self.settings)

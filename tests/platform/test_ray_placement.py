@@ -98,6 +98,7 @@ def test_a_gang_lands_whole_on_one_node_and_a_gang_that_fits_no_node_waits_unspl
     assert finished.job.placement is None and finished.finished_at is not None
 
 
+@pytest.mark.slow  # another node joins and dies: about 20 s more on top of the module's cluster
 def test_a_killed_node_loses_no_job(cluster: Cluster, plane: ControlPlane, tmp_path: Path) -> None:
     doomed = cluster.add_node(num_cpus=NODE_CPUS, num_gpus=2)
     cluster.wait_for_nodes()
