@@ -26,7 +26,9 @@ from switchyard.platform.gpu_probes import set_injected_fault
 from switchyard.platform.inventory import GpuHealth
 from switchyard.platform.jobs import JobState
 
-pytestmark = pytest.mark.slow  # a second multi-node cluster: ~35 s; the repair steps are unit-tested without Ray
+pytestmark = (
+    pytest.mark.slow
+)  # a second multi-node cluster: ~35 s; the repair steps are unit-tested without Ray
 
 
 @pytest.fixture(scope="module")
