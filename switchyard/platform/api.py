@@ -15,6 +15,8 @@ or node, 409 a job that already ended), never a stack trace.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,8 @@ from switchyard.platform.gpu_probes import set_injected_fault
 from switchyard.platform.job_codec import placement_to_list, spec_from_dict, spec_to_dict
 from switchyard.platform.job_store import JobRecord
 from switchyard.platform.policy import TeamQuota
+
+Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 
 
 class QuotaBody(BaseModel):
@@ -78,8 +82,11 @@ def _error(status: int, message: str, code: str, param: str | None = None) -> JS
     return JSONResponse(info.body(), status_code=status)
 
 
-def build_app(control_plane: ControlPlane, fault_file: Path | None = None) -> FastAPI:
-    app = FastAPI(title="switchyard cluster", docs_url=None, redoc_url=None)
+def build_app(
+    control_plane: ControlPlane, fault_file: Path | None = None, lifespan: Lifespan | None = None
+) -> FastAPI:
+    """`lifespan`: what runs around the server (`cluster start` stops its loop and Ray there)."""
+    app = FastAPI(title="switchyard cluster", docs_url=None, redoc_url=None, lifespan=lifespan)
 
     @app.exception_handler(PlatformError)
     async def platform_error(_: Request, error: PlatformError) -> JSONResponse:

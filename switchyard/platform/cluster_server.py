@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,6 +93,8 @@ class ClusterService:
             ray_nodes,
             health=HealthMonitor(self.settings.health),
         )
+        # The first pass on this thread: Ray sets up its serialization on first use, which is not safe to race.
+        self.control_plane.reconcile()
         self._spawn("reconcile", self.control_plane.run_forever, self.settings.reconcile_interval_s)
         if self.settings.serving_pools:
             self.autoscaler = ServingAutoscaler(
@@ -121,14 +123,11 @@ def build_cluster_app(service: ClusterService) -> FastAPI:
     """The API app, whose lifespan starts and stops the service."""
 
     @asynccontextmanager
-    async def lifespan(_: FastAPI) -> Iterator[None]:  # type: ignore[misc]
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         yield
         service.stop()
 
-    control_plane = service.start()
-    app = build_app(control_plane, service.settings.health.fault_file)
-    app.router.lifespan_context = lifespan
-    return app
+    return build_app(service.start(), service.settings.health.fault_file, lifespan)
 
 
 def run_cluster(settings: ClusterSettings, log_level: str = "warning") -> None:

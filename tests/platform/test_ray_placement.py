@@ -6,14 +6,20 @@ is killed loses no job."""
 from __future__ import annotations
 
 import logging
+import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import psutil
 import pytest
 import ray
+import uvicorn
 from ray.cluster_utils import Cluster
 from ray_platform import (
+    CHECKPOINTING_JOB,
     NODE_CPUS,
     checkpointing_spec,
     control_plane,
@@ -23,7 +29,11 @@ from ray_platform import (
     runs,
 )
 
+from switchyard.fleet.replicas.ports import free_port
+from switchyard.platform.cli import main as cluster_main
+from switchyard.platform.cluster_server import ClusterService, ClusterSettings, build_cluster_app
 from switchyard.platform.control_plane import ControlPlane
+from switchyard.platform.health_monitor import HealthSettings
 from switchyard.platform.jobs import JobState
 
 
@@ -128,3 +138,48 @@ def test_a_killed_node_loses_no_job(cluster: Cluster, plane: ControlPlane, tmp_p
     second = runs(workdir)[-1]
     assert second["attempt"] == "2" and int(second["from_step"]) > 0  # type: ignore[call-overload]
     assert result(workdir) == {"total": expected_total(60), "steps": 60}
+
+
+def test_cluster_start_runs_the_loop_behind_the_api_and_the_cli(
+    cluster: Cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    port = free_port("127.0.0.1")
+    service = ClusterService(
+        ClusterSettings(
+            port=port,
+            db_path=tmp_path / "jobs.db",
+            reconcile_interval_s=0.2,
+            cpus_per_worker=0.1,
+            health=HealthSettings(heartbeat_interval_s=0.5, fault_file=tmp_path / "faults.json"),
+        )
+    )
+    server = uvicorn.Server(
+        uvicorn.Config(build_cluster_app(service), host="127.0.0.1", port=port, log_level="error")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{port}"
+    try:
+        started_by = time.monotonic() + 30
+        while not server.started and time.monotonic() < started_by:
+            time.sleep(0.05)
+        assert cluster_main(["--url", url, "quota", "set", "research", "--gpus", "2"]) == 0
+        workdir = tmp_path / "job"
+        workdir.mkdir()
+        command = [sys.executable, str(CHECKPOINTING_JOB), str(workdir), "5", "0.01"]
+        assert (
+            cluster_main(
+                ["--url", url, "submit", "--team", "research", "--gpus-per-worker", "2", "--", *command]
+            )
+            == 0
+        )
+        job_id = capsys.readouterr().out.splitlines()[-1].split()[2]
+        deadline = time.monotonic() + 60
+        while httpx.get(f"{url}/v1/cluster/jobs/{job_id}").json()["state"] != "succeeded":
+            assert time.monotonic() < deadline, "the job did not finish"
+            time.sleep(0.2)
+        assert result(workdir) == {"total": expected_total(5), "steps": 5}
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+    assert not thread.is_alive() and ray.is_initialized()  # the service stopped; the caller's Ray stays
