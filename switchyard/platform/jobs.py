@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
+from functools import cached_property
 
 
 class PriorityClass(IntEnum):
@@ -71,9 +72,9 @@ class JobSpec:
         if not self.team:
             raise InvalidJobSpec(f"job {self.name!r}: a team is required")
 
-    @property
+    @cached_property
     def gpus(self) -> int:
-        """GPUs the whole gang holds."""
+        """GPUs the whole gang holds (cached: the scheduler's hot loops read it for every job)."""
         return self.gpus_per_worker * self.workers
 
 

@@ -79,13 +79,15 @@ class FairSharePolicy:
     ) -> Decision:
         running_gpus: dict[str, int] = {}
         active: list[Job] = []
+        preempting = JobState.PREEMPTING
         for job in running:
-            if job.state is JobState.PREEMPTING:
+            if job.state is preempting:
                 if job.id in cluster.allocations:
                     plan.release(job.id, draining=True)
             else:
                 active.append(job)
-                running_gpus[job.team] = running_gpus.get(job.team, 0) + job.spec.gpus
+                spec = job.spec
+                running_gpus[spec.team] = running_gpus.get(spec.team, 0) + spec.gpus
         state = _Round(now=now, cluster=cluster, plan=plan, running_gpus=running_gpus)
         by_class: dict[PriorityClass, list[Job]] = {}
         for job in pending:

@@ -31,12 +31,14 @@ def releases_by_node(
 ) -> dict[str, list[tuple[float, int]]]:
     """node -> (expected end, GPUs it frees there) for jobs still allocated, soonest first."""
     out: dict[str, list[tuple[float, int]]] = {}
+    allocations = cluster.allocations
+    inf = math.inf
     for job in running:
-        placement = cluster.allocations.get(job.id)
+        placement = allocations.get(job.id)
         if placement is None:
             continue
-        end = job.expected_end()
-        when = math.inf if end is None else max(end, now)
+        runtime = job.spec.expected_runtime_s
+        when = inf if runtime is None or job.started_at is None else max(job.started_at + runtime, now)
         for slot in placement.workers:
             out.setdefault(slot.node_id, []).append((when, len(slot.gpus)))
     for items in out.values():

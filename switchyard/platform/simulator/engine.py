@@ -12,6 +12,7 @@ incrementally so a step costs what the policy costs, not a scan of 10,000 GPUs.
 from __future__ import annotations
 
 import heapq
+import math
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -24,16 +25,19 @@ from switchyard.platform.usage import PreemptionRecord, UsageLedger
 
 
 class _Event(IntEnum):
-    """Order within one instant: GPUs come back before new jobs arrive, and ticks come last."""
+    """Order within one instant: GPUs come back before new jobs arrive, and the policy decides last."""
 
     FINISH = 0
     RELEASE = 1
     ARRIVE = 2
-    TICK = 3
+    DECIDE = 3
 
 
 @dataclass(frozen=True)
 class SimConfig:
+    decide_every_s: float = 0.0
+    """A control plane's reconcile period: the policy runs on multiples of it after something changed (0: at
+    every instant with an event, which the exact-schedule tests use)."""
     tick_s: float = 60.0
     """While jobs wait, the policy is asked at least this often."""
     usage_half_life_s: float = 3600.0
@@ -84,7 +88,7 @@ class Simulation:
         self.now = 0.0
         self._events: list[tuple[float, int, int, str, int]] = []
         self._seq = 0
-        self._tick_at: float | None = None
+        self._decide_at: float | None = None
         self._trace_jobs = {trace_job.id: trace_job for trace_job in self.trace.jobs}
         weights = {quota.team: quota.weight for quota in self.trace.quotas}
         self.metrics = MetricsRecorder(
@@ -101,19 +105,33 @@ class Simulation:
             if self.config.stop_at_horizon and t > end:
                 break
             self._account(t)
+            decide = False
             while self._events and self._events[0][0] == t:
                 _, kind, _, job_id, version = heapq.heappop(self._events)
-                self._handle(_Event(kind), job_id, version)
+                if kind == _Event.DECIDE:
+                    decide = True
+                    self._decide_at = None
+                else:
+                    self._handle(_Event(kind), job_id, version)
+                    self._want_decision(t)
             self._observe()
-            self._schedule()
-            if self.pending and (self._tick_at is None or self._tick_at <= t):
-                self._tick_at = t + self.config.tick_s
-                self._push(self._tick_at, _Event.TICK, "")
+            if decide:
+                self._schedule()
+                if self.pending:
+                    self._want_decision(t + self.config.tick_s)
         self._account(end if self.config.stop_at_horizon else self.now)
         for waiting in self.pending.values():
             if self.live[waiting.id].first_start is None and self.metrics.in_window(waiting.submitted_at):
                 self.metrics.wait(waiting.priority_class, max(0.0, end - waiting.submitted_at))
         return self.metrics.result(self.scheduler.name, self.trace.name, self.finished, self.decisions)
+
+    def _want_decision(self, t: float) -> None:
+        """Make sure the policy runs at the first reconcile instant at or after t."""
+        period = self.config.decide_every_s
+        at = t if period <= 0 else math.ceil(t / period) * period
+        if self._decide_at is None or at < self._decide_at:
+            self._decide_at = at
+            self._push(at, _Event.DECIDE, "")
 
     def _push(self, t: float, kind: _Event, job_id: str, version: int = 0) -> None:
         self._seq += 1
@@ -146,8 +164,6 @@ class Simulation:
             job = Job(id=job_id, spec=trace_job.spec, submitted_at=trace_job.submit_at)
             self.live[job_id] = _Live(trace=trace_job, job=job, remaining_s=trace_job.work_s)
             self._enqueue(job)
-            return
-        if kind is _Event.TICK:
             return
         live = self.live[job_id]
         if live.version != version:
