@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
+from functools import cached_property
 
 
 class PriorityClass(IntEnum):
@@ -71,9 +72,9 @@ class JobSpec:
         if not self.team:
             raise InvalidJobSpec(f"job {self.name!r}: a team is required")
 
-    @property
+    @cached_property
     def gpus(self) -> int:
-        """GPUs the whole gang holds."""
+        """GPUs the whole gang holds (cached: the scheduler's hot loops read it for every job)."""
         return self.gpus_per_worker * self.workers
 
 
@@ -127,11 +128,18 @@ class Job:
         """Seconds of the current run that a preemption now would throw away (since the last checkpoint)."""
         if self.started_at is None:
             return 0.0
+        checkpoint = self.spec.checkpoint
+        if checkpoint is not None and checkpoint.interval_s is None:
+            return 0.0  # it checkpoints on the signal, within its grace period
         saved = (
             self.started_at
             if self.last_checkpoint_at is None
             else max(self.started_at, self.last_checkpoint_at)
         )
+        if checkpoint is not None and checkpoint.interval_s:
+            # A job that checkpoints on a declared interval is assumed to keep to it.
+            interval = checkpoint.interval_s
+            saved = max(saved, self.started_at + (now - self.started_at) // interval * interval)
         return max(0.0, now - saved)
 
     def expected_end(self) -> float | None:

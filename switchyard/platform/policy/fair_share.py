@@ -23,7 +23,7 @@ from switchyard.platform.policy.plan import Plan
 from switchyard.platform.policy.quotas import TeamQuota, quota_for
 from switchyard.platform.policy.reservations import (
     Reservation,
-    earliest_node,
+    earliest_nodes,
     fits_before,
     releases_by_node,
 )
@@ -79,13 +79,15 @@ class FairSharePolicy:
     ) -> Decision:
         running_gpus: dict[str, int] = {}
         active: list[Job] = []
+        preempting = JobState.PREEMPTING
         for job in running:
-            if job.state is JobState.PREEMPTING:
+            if job.state is preempting:
                 if job.id in cluster.allocations:
                     plan.release(job.id, draining=True)
             else:
                 active.append(job)
-                running_gpus[job.team] = running_gpus.get(job.team, 0) + job.spec.gpus
+                spec = job.spec
+                running_gpus[spec.team] = running_gpus.get(spec.team, 0) + spec.gpus
         state = _Round(now=now, cluster=cluster, plan=plan, running_gpus=running_gpus)
         by_class: dict[PriorityClass, list[Job]] = {}
         for job in pending:
@@ -124,12 +126,17 @@ class FairSharePolicy:
         if not within and not quota.can_borrow:
             return
         cluster = state.cluster
-        reserved = {reservation.node_id for reservation in state.reservations.values()}
+        reserved = {node for reservation in state.reservations.values() for node in reservation.node_ids}
         placement = place_gang(
             job.spec, cluster, allowed=(lambda node: node not in reserved) if reserved else None
         )
         if placement is None and reserved:
-            usable = {r.node_id for r in state.reservations.values() if fits_before(job, r, state.now)}
+            usable = {
+                node
+                for r in state.reservations.values()
+                if fits_before(job, r, state.now)
+                for node in r.node_ids
+            }
             if usable:
                 placement = place_gang(job.spec, cluster, allowed=usable.__contains__)
         if placement is not None:
@@ -226,17 +233,17 @@ class FairSharePolicy:
         if (
             len(state.reservations) >= self.max_reservations
             or job.spec.gpus < 2
-            or not job.spec.same_node
             or job.id in state.reservations
         ):
             return
         if state.releases is None:
             state.releases = releases_by_node(active, state.cluster, state.now)
-        taken = {reservation.node_id for reservation in state.reservations.values()}
-        found = earliest_node(job.spec.gpus, state.cluster, state.releases, state.now, taken)
+        taken = {node for reservation in state.reservations.values() for node in reservation.node_ids}
+        spec = job.spec
+        per_worker, workers = (spec.gpus, 1) if spec.same_node else (spec.gpus_per_worker, spec.workers)
+        found = earliest_nodes(per_worker, workers, state.cluster, state.releases, state.now, taken)
         if found is not None:
-            node_id, start_at = found
-            state.reservations[job.id] = Reservation(job_id=job.id, node_id=node_id, start_at=start_at)
+            state.reservations[job.id] = Reservation(job_id=job.id, node_ids=found[0], start_at=found[1])
 
 
 def _one(slot: WorkerSlot) -> Placement:

@@ -15,7 +15,7 @@ from switchyard.platform.jobs import Job, Placement, PriorityClass
 from switchyard.platform.policy.placement import place_gang
 from switchyard.platform.policy.plan import Plan
 from switchyard.platform.policy.quotas import TeamQuota
-from switchyard.platform.policy.reservations import Reservation, earliest_node, fits_before, releases_by_node
+from switchyard.platform.policy.reservations import Reservation, earliest_nodes, fits_before, releases_by_node
 from switchyard.platform.policy.scheduler import Decision
 
 
@@ -74,22 +74,26 @@ class MultifactorPriority:
 
         try:
             for job in sorted(pending, key=lambda j: (-score(j), j.submitted_at, j.id)):
-                booked = {r.node_id for r in reservations}
+                booked = {node for r in reservations for node in r.node_ids}
                 placement = place_gang(job.spec, cluster, allowed=_outside(booked) if booked else None)
                 if placement is None and booked:
-                    usable = {r.node_id for r in reservations if fits_before(job, r, now)}
+                    usable = {node for r in reservations if fits_before(job, r, now) for node in r.node_ids}
                     if usable:
                         placement = place_gang(job.spec, cluster, allowed=usable.__contains__)
                 if placement is not None:
                     plan.allocate(f"plan:{job.id}", placement)
                     starts.append((job.id, placement))
                     continue
-                if len(reservations) < self.max_reservations and job.spec.same_node and job.spec.gpus > 1:
+                if len(reservations) < self.max_reservations and job.spec.gpus > 1:
                     if releases is None:
                         releases = releases_by_node(running, cluster, now)
-                    found = earliest_node(job.spec.gpus, cluster, releases, now, booked)
+                    spec = job.spec
+                    per_worker, workers = (
+                        (spec.gpus, 1) if spec.same_node else (spec.gpus_per_worker, spec.workers)
+                    )
+                    found = earliest_nodes(per_worker, workers, cluster, releases, now, booked)
                     if found is not None:
-                        reservations.append(Reservation(job_id=job.id, node_id=found[0], start_at=found[1]))
+                        reservations.append(Reservation(job_id=job.id, node_ids=found[0], start_at=found[1]))
         finally:
             plan.rollback()
         return Decision(start=tuple(starts))

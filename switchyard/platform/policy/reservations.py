@@ -8,6 +8,7 @@ expected start, so the reservation never slips because of them. Estimates come f
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -19,7 +20,8 @@ from switchyard.platform.jobs import Job
 @dataclass(frozen=True)
 class Reservation:
     job_id: str
-    node_id: str
+    node_ids: tuple[str, ...]
+    """One node for a same-node gang; one per worker for a spread gang."""
     start_at: float
     """When the node is expected to have enough free GPUs for the gang."""
 
@@ -29,12 +31,14 @@ def releases_by_node(
 ) -> dict[str, list[tuple[float, int]]]:
     """node -> (expected end, GPUs it frees there) for jobs still allocated, soonest first."""
     out: dict[str, list[tuple[float, int]]] = {}
+    allocations = cluster.allocations
+    inf = math.inf
     for job in running:
-        placement = cluster.allocations.get(job.id)
+        placement = allocations.get(job.id)
         if placement is None:
             continue
-        end = job.expected_end()
-        when = math.inf if end is None else max(end, now)
+        runtime = job.spec.expected_runtime_s
+        when = inf if runtime is None or job.started_at is None else max(job.started_at + runtime, now)
         for slot in placement.workers:
             out.setdefault(slot.node_id, []).append((when, len(slot.gpus)))
     for items in out.values():
@@ -42,35 +46,36 @@ def releases_by_node(
     return out
 
 
-def earliest_node(
-    need: int,
+def earliest_nodes(
+    per_worker: int,
+    workers: int,
     cluster: ClusterView,
     releases: Mapping[str, list[tuple[float, int]]],
     now: float,
     taken: set[str],
-) -> tuple[str, float] | None:
-    """The node (not in `taken`) where `need` GPUs are expected free soonest, with that time; None if never."""
-    best: tuple[float, int, str] | None = None
+) -> tuple[tuple[str, ...], float] | None:
+    """The `workers` nodes (not in `taken`) expected to have `per_worker` free GPUs soonest, and when the last
+    of them does; None if never. A spread gang books one worker per node, which over-books a little when
+    several of its workers would fit one node, and never under-books."""
+    ready: list[tuple[float, int, str]] = []
     for node_id, node in cluster.nodes.items():
-        if node_id in taken or len(node.schedulable_gpus()) < need:
+        if node_id in taken or not node.alive or node.gpu_count < per_worker:
             continue
         have = cluster.free_count(node_id)
         when = now
-        if have < need:
+        if have < per_worker:
             when = math.inf
             for end, gpus in releases.get(node_id, ()):
                 have += gpus
-                if have >= need:
+                if have >= per_worker:
                     when = end
                     break
-        if math.isinf(when):
-            continue
-        key = (when, -cluster.free_count(node_id), node_id)
-        if best is None or key < best:
-            best = key
-    if best is None:
+        if not math.isinf(when):
+            ready.append((when, -cluster.free_count(node_id), node_id))
+    if len(ready) < workers:
         return None
-    return best[2], best[0]
+    chosen = heapq.nsmallest(workers, ready)
+    return tuple(node_id for _, _, node_id in chosen), chosen[-1][0]
 
 
 def fits_before(job: Job, reservation: Reservation, now: float) -> bool:
