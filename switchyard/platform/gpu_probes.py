@@ -16,11 +16,9 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-NVIDIA_SMI_QUERY = (
-    "nvidia-smi",
-    "--query-gpu=index,ecc.errors.uncorrected.volatile.total,clocks_throttle_reasons.hw_slowdown",
-    "--format=csv,noheader,nounits",
-)
+NVIDIA_SMI_FIELDS = ("index", "ecc.errors.uncorrected.volatile.total", "clocks_throttle_reasons.hw_slowdown")
+NVIDIA_SMI_BASIC_FIELDS = NVIDIA_SMI_FIELDS[:2]
+"""For a driver that no longer knows the slowdown field by that name: ECC errors alone."""
 NVIDIA_SMI_TIMEOUT_S = 10.0
 
 
@@ -33,11 +31,15 @@ def probe_gpus(node_id: str, gpu_count: int, fault_file: Path | None) -> dict[in
     return faults
 
 
+def nvidia_smi_query(fields: tuple[str, ...]) -> list[str]:
+    return ["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"]
+
+
 def nvidia_smi_faults(gpu_count: int) -> dict[int, str]:
     try:
-        result = subprocess.run(
-            NVIDIA_SMI_QUERY, capture_output=True, text=True, timeout=NVIDIA_SMI_TIMEOUT_S, check=False
-        )
+        result = _run_nvidia_smi(NVIDIA_SMI_FIELDS)
+        if result.returncode != 0 and "not a valid field" in result.stdout + result.stderr:
+            result = _run_nvidia_smi(NVIDIA_SMI_BASIC_FIELDS)  # a query mistake, not a GPU fault
     except (OSError, subprocess.TimeoutExpired) as error:
         return dict.fromkeys(range(gpu_count), f"nvidia-smi did not answer: {error}")
     if result.returncode != 0:
@@ -46,14 +48,20 @@ def nvidia_smi_faults(gpu_count: int) -> dict[int, str]:
     return parse_nvidia_smi(result.stdout)
 
 
+def _run_nvidia_smi(fields: tuple[str, ...]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        nvidia_smi_query(fields), capture_output=True, text=True, timeout=NVIDIA_SMI_TIMEOUT_S, check=False
+    )
+
+
 def parse_nvidia_smi(text: str) -> dict[int, str]:
-    """Faults in `NVIDIA_SMI_QUERY`'s CSV: uncorrected ECC errors, or the hardware slowing the GPU down."""
+    """Faults in the query's CSV: uncorrected ECC errors, or the hardware slowing the GPU down."""
     faults: dict[int, str] = {}
     for line in text.splitlines():
         fields = [field.strip() for field in line.split(",")]
-        if len(fields) < 3 or not fields[0].isdigit():
+        if len(fields) < 2 or not fields[0].isdigit():
             continue
-        gpu, ecc, slowdown = int(fields[0]), fields[1], fields[2]
+        gpu, ecc, slowdown = int(fields[0]), fields[1], fields[2] if len(fields) > 2 else ""
         if ecc.isdigit() and int(ecc) > 0:
             faults[gpu] = f"{ecc} uncorrected ECC error(s)"
         elif slowdown.lower() == "active":

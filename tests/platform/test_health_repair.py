@@ -19,6 +19,7 @@ def test_nvidia_smi_ecc_errors_and_slowdown_are_faults() -> None:
     text = "0, 0, Not Active\n1, 3, Not Active\n2, [N/A], Active\n3, 0, Not Active\n"
     assert parse_nvidia_smi(text) == {1: "3 uncorrected ECC error(s)", 2: "hardware slowdown active"}
     assert parse_nvidia_smi("") == {}
+    assert parse_nvidia_smi("0, 2\n1, 0\n") == {0: "2 uncorrected ECC error(s)"}  # without the slowdown field
 
 
 def test_injected_faults_are_per_node_and_clear(tmp_path: Path) -> None:
