@@ -213,6 +213,7 @@ class ControlPlane:
             state.holders = self.store.holding_gpus()
             self._repair(state, burn_ins)
             self._refresh_endpoints(state.holders)
+            self._note_checkpoints(state.holders)
             self._schedule(state)
 
     def run_forever(self, interval_s: float, stop: threading.Event) -> None:
@@ -333,6 +334,14 @@ class ControlPlane:
                 if endpoints != record.endpoints:
                     record.endpoints = endpoints
                     self.store.save(record)
+
+    def _note_checkpoints(self, holders: list[JobRecord]) -> None:
+        newer = self.executor.checkpoints()
+        for record in holders:
+            at = newer.get(record.job.id)
+            if at is not None and record.job.state is JobState.RUNNING:
+                record.job.last_checkpoint_at = at
+                self.store.save(record)
 
     def _schedule(self, state: _Pass) -> None:
         holders = self.store.holding_gpus()

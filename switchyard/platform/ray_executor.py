@@ -81,6 +81,9 @@ class _Run:
     """Set once the platform stopped the run: past it, remaining workers are killed outright."""
     lost: str | None = None
     placed: bool = False
+    checkpoint_ref: Any = None
+    checkpoint_asked_at: float = float("-inf")
+    checkpointed_at: float | None = None
 
 
 class RayExecutor:
@@ -90,6 +93,7 @@ class RayExecutor:
         self,
         cpus_per_worker: float = 1.0,
         placement_timeout_s: float = 60.0,
+        checkpoint_poll_s: float = 5.0,
         environment: Mapping[str, str] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -97,6 +101,8 @@ class RayExecutor:
             raise ValueError("a worker needs some CPU (cpus_per_worker > 0)")
         self.cpus_per_worker = cpus_per_worker
         self.placement_timeout_s = placement_timeout_s
+        self.checkpoint_poll_s = checkpoint_poll_s
+        """How often worker 0 is asked when the job last checkpointed."""
         self.environment = dict(environment or {})
         """Added to every worker's environment (e.g. PYTHONPATH)."""
         self._clock = clock
@@ -179,6 +185,26 @@ class RayExecutor:
             return ()
         self._collect_infos(run)
         return tuple(info.endpoint for info in run.infos if info is not None and info.endpoint)
+
+    def checkpoints(self) -> dict[str, float]:
+        """Runs whose worker 0 reported a newer checkpoint since the last call: job id -> when (wall clock)."""
+        now = self._clock()
+        newer = {}
+        for run in self._runs.values():
+            if run.stop_deadline is not None or not run.placed:
+                continue
+            if run.checkpoint_ref is not None and ray.wait([run.checkpoint_ref], timeout=0)[0]:
+                try:
+                    at = ray.get(run.checkpoint_ref)
+                except RayError:
+                    at = None
+                run.checkpoint_ref = None
+                if at is not None and (run.checkpointed_at is None or at > run.checkpointed_at):
+                    run.checkpointed_at = newer[run.job_id] = at
+            if run.checkpoint_ref is None and now - run.checkpoint_asked_at >= self.checkpoint_poll_s:
+                run.checkpoint_ref = run.actors[0].checkpointed_at.remote()
+                run.checkpoint_asked_at = now
+        return newer
 
     def poll(self) -> list[RunOutcome]:
         """Runs that ended since the last poll; never blocks."""

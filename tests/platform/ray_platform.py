@@ -39,7 +39,7 @@ def control_plane(tmp_path: Path, teams: tuple[str, ...] = ("research", "serving
     )
     return ControlPlane(
         store,
-        RayExecutor(cpus_per_worker=0.1, placement_timeout_s=60.0),
+        RayExecutor(cpus_per_worker=0.1, placement_timeout_s=60.0, checkpoint_poll_s=0.5),
         fair_share_factory(PreemptionBudget(min_interval_per_job_s=0.0)),
         ray_nodes,
         health=health,

@@ -100,6 +100,9 @@ def test_a_busy_pool_preempts_a_batch_job_that_later_resumes_to_the_same_result(
     reconcile_until(plane, lambda: serving(plane), "a replica serves")
     assert plane.job(batch).job.state is JobState.RUNNING
 
+    reconcile_until(
+        plane, lambda: plane.job(batch).job.last_checkpoint_at is not None, "it reports a checkpoint"
+    )
     load.write_text("10")  # requests pile up in the pool
     reconcile_until(
         plane, lambda: (step(), len(replicas(plane, JobState.RUNNING)) == 2)[1], "the pool scales up"

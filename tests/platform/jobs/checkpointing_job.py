@@ -26,6 +26,7 @@ def save() -> None:
     temporary = checkpoint.with_suffix(".tmp")
     temporary.write_text(json.dumps(state))
     os.replace(temporary, checkpoint)
+    Path(os.environ["SWITCHYARD_CHECKPOINT_MARKER"]).touch()  # tells the platform how fresh its work is
 
 
 def on_signal(number: int, frame: object) -> None:
