@@ -194,7 +194,8 @@ def submit_body(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def request(url: str, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-    import httpx
+    with require_extra("platform"):
+        import httpx
 
     try:
         response = httpx.request(method, f"{url.rstrip('/')}{path}", json=body, timeout=30.0)

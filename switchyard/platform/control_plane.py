@@ -92,6 +92,7 @@ class ControlPlane:
         self._lock = threading.RLock()
         self._nodes: dict[str, RayNode] = {}
         self._requeue_orphans()
+        self._replay_preemptions()
 
     # -- the API's operations -------------------------------------------------------------------------------------
 
@@ -453,6 +454,18 @@ class ControlPlane:
         if node_id not in nodes:
             raise NodeNotFoundError(f"no node {node_id!r}; `switchyard cluster nodes` lists them")
         return nodes[node_id]
+
+    def _replay_preemptions(self) -> None:
+        """The preemption budget's last hour, rebuilt from the store (the work each lost is not kept: 0)."""
+        since = self.clock() - self.usage.window_s
+        records = [
+            PreemptionRecord(at, record.job.id, record.job.team, record.job.spec.gpus, 0.0)
+            for record in self.store.jobs()
+            for at in record.job.preempted_at
+            if at >= since
+        ]
+        for preemption in sorted(records, key=lambda preemption: preemption.at):
+            self.usage.record_preemption(preemption)
 
     def _requeue_orphans(self) -> None:
         """Jobs a previous control plane left RUNNING or PREEMPTING: their runs died with it."""

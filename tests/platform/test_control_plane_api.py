@@ -84,7 +84,9 @@ def test_specs_round_trip_and_mistakes_name_the_field() -> None:
             spec_from_dict({**SPEC, **change})
 
 
-def test_a_job_running_when_the_control_plane_stopped_is_requeued_by_the_next(tmp_path: Path) -> None:
+def test_a_restarted_control_plane_requeues_what_ran_and_remembers_the_preemption_budget(
+    tmp_path: Path,
+) -> None:
     plane = plane_on(tmp_path / "jobs.db")
     plane.set_quota(TeamQuota("research", 8))
     record = plane.submit(spec_from_dict(SPEC))
@@ -92,6 +94,7 @@ def test_a_job_running_when_the_control_plane_stopped_is_requeued_by_the_next(tm
     record.job.placement = Placement((WorkerSlot("node-a", (0, 1, 2, 3)), WorkerSlot("node-a", (4, 5, 6, 7))))
     record.job.started_at = time.time() - 100
     record.attempts = 1
+    record.job.preempted_at = [time.time() - 7200, time.time() - 600]  # one outside the budget's hour
     plane.store.save(record)
     plane.store.close()
 
@@ -100,6 +103,7 @@ def test_a_job_running_when_the_control_plane_stopped_is_requeued_by_the_next(tm
     assert again.job.state is JobState.QUEUED and again.job.placement is None
     assert "restarted" in again.message and again.attempts == 1
     assert again.job.gpu_seconds == pytest.approx(800, rel=0.05)  # 8 GPUs for the ~100 s it ran
+    assert restarted.usage.preempted_gpus_since("research", time.time() - 3600) == 8  # the budget remembers
     restarted.store.close()
 
 
