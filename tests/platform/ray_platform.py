@@ -32,7 +32,7 @@ def control_plane(tmp_path: Path, teams: tuple[str, ...] = ("research", "serving
     health = HealthMonitor(
         HealthSettings(
             heartbeat_interval_s=0.5,
-            heartbeat_timeout_s=10.0,
+            heartbeat_timeout_s=20.0,  # generous: a loaded test machine delays heartbeats
             startup_grace_s=60.0,
             fault_file=tmp_path / "faults.json",
         )
