@@ -55,13 +55,27 @@ BASELINES = ("fifo-first-fit", "strict-priority", "multifactor")
 BUDGET = PreemptionBudget(min_interval_per_job_s=1800.0, max_team_loss_per_hour=0.25, min_team_loss_gpus=8)
 
 
-def policies(trace: Trace) -> list[Scheduler]:
-    return [
+NO_BUDGET = PreemptionBudget(
+    min_interval_per_job_s=0.0, max_team_loss_per_hour=1.0, min_team_loss_gpus=1 << 30
+)
+
+
+class _Unbudgeted(FairSharePolicy):
+    """The ablation: Switchyard's policy with the preemption budget switched off."""
+
+    name = "fair-share, no budget"
+
+
+def policies(trace: Trace, ablation: bool) -> list[Scheduler]:
+    chosen: list[Scheduler] = [
         FairSharePolicy(trace.quotas, BUDGET),
         FifoFirstFit(),
         StrictPriority(),
         MultifactorPriority(trace.quotas),
     ]
+    if ablation:
+        chosen.append(_Unbudgeted(trace.quotas, NO_BUDGET))
+    return chosen
 
 
 # The five measures of the issue's "ahead of every baseline on three of five": (name, getter, higher is better).
@@ -140,7 +154,7 @@ def plot(results: list[SimResult], out: Path) -> list[Path]:
 
     traces = list(dict.fromkeys(r.trace for r in results))
     names = list(dict.fromkeys(r.policy for r in results))
-    colours = ["#1b9e77", "#7570b3", "#d95f02", "#e7298a"]
+    colours = ["#1b9e77", "#7570b3", "#d95f02", "#e7298a", "#66a61e"]
     paths = []
     fig, axes = plt.subplots(1, len(MEASURES), figsize=(4.2 * len(MEASURES), 3.8))
     width = 0.8 / len(names)
@@ -148,7 +162,11 @@ def plot(results: list[SimResult], out: Path) -> list[Path]:
         for i, name in enumerate(names):
             values = [next(get(r) for r in results if r.trace == t and r.policy == name) for t in traces]
             ax.bar(
-                [x + i * width for x in range(len(traces))], values, width, label=name, color=colours[i % 4]
+                [x + i * width for x in range(len(traces))],
+                values,
+                width,
+                label=name,
+                color=colours[i % len(colours)],
             )
         ax.set_xticks([x + width * (len(names) - 1) / 2 for x in range(len(traces))], traces, fontsize=8)
         ax.set_title(f"{measure} ({'higher' if higher else 'lower'} is better)", fontsize=9)
@@ -175,7 +193,9 @@ def plot(results: list[SimResult], out: Path) -> list[Path]:
             r = next(r for r in results if r.trace == trace and r.policy == name)
             classes = ["serving", "interactive", "batch"]
             values = [max(r.wait_p99_s.get(k, math.nan), 1.0) for k in classes]
-            ax.bar([x + i * width for x in range(3)], values, width, label=name, color=colours[i % 4])
+            ax.bar(
+                [x + i * width for x in range(3)], values, width, label=name, color=colours[i % len(colours)]
+            )
         ax.set_xticks([x + width * (len(names) - 1) / 2 for x in range(3)], classes)
         ax.set_yscale("log")
         ax.set_ylabel("p99 queueing delay (s)")
@@ -193,6 +213,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--traces", default=",".join(TRACES), help="comma-separated: " + ", ".join(TRACES))
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/platform")
+    parser.add_argument(
+        "--ablation", action="store_true", help="also run the fair-share policy without its budget"
+    )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     results: list[SimResult] = []
@@ -201,7 +224,7 @@ def main() -> None:
         trace = TRACES[name]()
         trace = dataclasses.replace(trace, name=name)
         print(f"{name}: {len(trace.jobs)} jobs, {trace.gpus} GPUs; {trace.origin}", flush=True)
-        for policy in policies(trace):
+        for policy in policies(trace, args.ablation):
             started = time.perf_counter()
             result = Simulation(trace, policy, SimConfig(decide_every_s=10.0)).run()
             wall = time.perf_counter() - started
@@ -216,13 +239,16 @@ def main() -> None:
                 f"{result.decisions} decisions, {wall:.0f} s wall",
                 flush=True,
             )
-    report = table(results) + "\n" + verdicts(results)
-    (args.out / "platform_sim.md").write_text(report)
-    payload = [dataclasses.asdict(r) | run for r, run in zip(results, runs, strict=True)]
-    (args.out / "platform_sim.json").write_text(json.dumps(payload, indent=1, default=str))
+        write(results, runs, args.out)  # after every trace, so a long run keeps what it finished
     for path in plot(results, args.out):
         print(f"wrote {path}")
-    print(report)
+    print((args.out / "platform_sim.md").read_text())
+
+
+def write(results: list[SimResult], runs: list[dict[str, object]], out: Path) -> None:
+    (out / "platform_sim.md").write_text(table(results) + "\n" + verdicts(results))
+    payload = [dataclasses.asdict(r) | run for r, run in zip(results, runs, strict=True)]
+    (out / "platform_sim.json").write_text(json.dumps(payload, indent=1, default=str))
 
 
 if __name__ == "__main__":
