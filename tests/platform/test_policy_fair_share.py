@@ -165,7 +165,7 @@ def test_a_waiting_gang_reserves_a_node_and_only_short_jobs_backfill_it() -> Non
         return view, running, pending
 
     view, running, pending = setup()
-    placed = dict(FairSharePolicy().decide(0.0, pending, running, view).start)
+    placed = dict(FairSharePolicy(reserve_after_s=0.0).decide(0.0, pending, running, view).start)
     # node-0000 has 8 free GPUs at t=600 and is booked for the gang: long takes node-0001's last GPU, long2
     # (ends at t=5000) may not touch node-0000, short (ends at t=300) backfills it.
     assert set(placed) == {"long", "short"}
@@ -174,3 +174,7 @@ def test_a_waiting_gang_reserves_a_node_and_only_short_jobs_backfill_it() -> Non
     view, running, pending = setup()
     unreserved = dict(FairSharePolicy(max_reservations=0).decide(0.0, pending, running, view).start)
     assert set(unreserved) == {"long", "long2", "short"}
+    # A gang that has waited less than reserve_after_s books nothing yet.
+    view, running, pending = setup()
+    patient = dict(FairSharePolicy(reserve_after_s=300.0).decide(0.0, pending, running, view).start)
+    assert set(patient) == {"long", "long2", "short"}

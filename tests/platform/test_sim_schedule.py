@@ -60,7 +60,9 @@ def test_fair_share_schedule_matches_the_hand_computed_one() -> None:
     # S should end. t=45 B arrives: 45 + 20 <= 90, so it backfills the other 2 GPUs, ends at 65. t=90 S ends,
     # A restarts and ends at 90 + 70 = 160.
     trace = _trace()
-    sim = Simulation(trace, FairSharePolicy(trace.quotas, NO_BUDGET), SimConfig(stop_at_horizon=False))
+    sim = Simulation(
+        trace, FairSharePolicy(trace.quotas, NO_BUDGET, reserve_after_s=0.0), SimConfig(stop_at_horizon=False)
+    )
     result = sim.run()
     assert _runs(sim) == [
         ("A", 0.0, 40.0, True),
@@ -94,7 +96,9 @@ def test_a_grace_period_holds_the_gpus_and_the_serving_job_waits_for_it() -> Non
         100.0,
     )
     trace = Trace(**{**base.__dict__, "jobs": (graceful, *base.jobs[1:])})
-    sim = Simulation(trace, FairSharePolicy(trace.quotas, NO_BUDGET), SimConfig(stop_at_horizon=False))
+    sim = Simulation(
+        trace, FairSharePolicy(trace.quotas, NO_BUDGET, reserve_after_s=0.0), SimConfig(stop_at_horizon=False)
+    )
     sim.run()
     # A is told to stop at 40 and holds the node until 45; S starts then, B backfills beside it, A resumes
     # when S ends at 95 with 100 - 30 = 70 s of work left.

@@ -58,11 +58,15 @@ class FairSharePolicy:
         *,
         max_reservations: int = 4,
         max_preemption_attempts: int = 16,
+        reserve_after_s: float = 300.0,
     ) -> None:
         self.quotas = {quota.team: quota for quota in quotas}
         self.budget = budget or PreemptionBudget()
         self.max_reservations = max_reservations
         self.max_preemption_attempts = max_preemption_attempts
+        # A gang books nodes only after waiting this long: most gangs find room by themselves soon, and a
+        # booked node idles until its gang starts.
+        self.reserve_after_s = reserve_after_s
 
     # -- the decision --------------------------------------------------------------------------------------------
     def decide(
@@ -232,6 +236,7 @@ class FairSharePolicy:
     def _reserve_for(self, state: _Round, job: Job, active: list[Job]) -> None:
         if (
             len(state.reservations) >= self.max_reservations
+            or state.now - job.submitted_at < self.reserve_after_s
             or job.spec.gpus < 2
             or job.id in state.reservations
         ):

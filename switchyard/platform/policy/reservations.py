@@ -53,10 +53,13 @@ def earliest_nodes(
     releases: Mapping[str, list[tuple[float, int]]],
     now: float,
     taken: set[str],
+    slack_s: float = 600.0,
 ) -> tuple[tuple[str, ...], float] | None:
-    """The `workers` nodes (not in `taken`) expected to have `per_worker` free GPUs soonest, and when the last
-    of them does; None if never. A spread gang books one worker per node, which over-books a little when
-    several of its workers would fit one node, and never under-books."""
+    """The `workers` nodes (not in `taken`) to book so `per_worker` GPUs are free on each soonest, and when;
+    None if never. Among nodes ready within `slack_s` of the soonest start, those with the fewest free GPUs
+    now are booked, since a booked node's free GPUs sit idle until the gang starts (bar backfill). A spread
+    gang books one worker per node, which over-books a little when several of its workers would fit one
+    node, and never under-books."""
     ready: list[tuple[float, int, str]] = []
     for node_id, node in cluster.nodes.items():
         if node_id in taken or not node.alive or node.gpu_count < per_worker:
@@ -71,11 +74,13 @@ def earliest_nodes(
                     when = end
                     break
         if not math.isinf(when):
-            ready.append((when, -cluster.free_count(node_id), node_id))
+            ready.append((when, cluster.free_count(node_id), node_id))
     if len(ready) < workers:
         return None
-    chosen = heapq.nsmallest(workers, ready)
-    return tuple(node_id for _, _, node_id in chosen), chosen[-1][0]
+    soonest = heapq.nsmallest(workers, ready)[-1][0]
+    pool = [entry for entry in ready if entry[0] <= soonest + slack_s]
+    chosen = heapq.nsmallest(workers, pool, key=lambda entry: (entry[1], entry[0], entry[2]))
+    return tuple(node_id for _, _, node_id in chosen), max(when for when, _, _ in chosen)
 
 
 def fits_before(job: Job, reservation: Reservation, now: float) -> bool:
