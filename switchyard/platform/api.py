@@ -5,6 +5,7 @@
     DELETE /v1/cluster/jobs/{id}             cancel (a running job gets its checkpoint signal first)
     GET    /v1/cluster/quotas                PUT /v1/cluster/quotas/{team} {guaranteed_gpus, weight, can_borrow}
     GET    /v1/cluster/nodes                 POST /v1/cluster/nodes/{id}/{cordon,uncordon,drain}
+    GET    /v1/cluster/repairs               GPUs out of service (cordoned, repair, burn-in), longest out first
     POST   /v1/cluster/nodes/{id}/faults     {gpu, reason} inject a GPU fault (CPU clusters, tests, drills)
     DELETE /v1/cluster/nodes/{id}/faults/{gpu}   clear it (the "repair"): the GPU then burns in and returns
 
@@ -139,6 +140,21 @@ def build_app(
     @app.get("/v1/cluster/nodes")
     def nodes() -> dict[str, Any]:
         return {"nodes": [node_json(node) for node in control_plane.nodes()]}
+
+    @app.get("/v1/cluster/repairs")
+    def repairs() -> dict[str, Any]:
+        return {
+            "gpus": [
+                {
+                    "node_id": gpu.node_id,
+                    "gpu": gpu.gpu,
+                    "health": gpu.health.value,
+                    "reason": gpu.reason,
+                    "since": gpu.since,
+                }
+                for gpu in control_plane.repairs()
+            ]
+        }
 
     @app.post("/v1/cluster/nodes/{node_id}/cordon")
     def cordon(node_id: str) -> dict[str, Any]:

@@ -7,6 +7,7 @@
         --checkpoint-signal SIGUSR1 --grace-period 60 -- switchyard train-default --resume
     switchyard cluster status [JOB]      switchyard cluster cancel JOB
     switchyard cluster nodes             switchyard cluster cordon|uncordon|drain NODE
+    switchyard cluster repairs           (GPUs out of service: cordoned, in repair, burning in)
     switchyard cluster fault inject NODE GPU --reason "ECC"   switchyard cluster fault clear NODE GPU
 """
 
@@ -16,6 +17,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -138,6 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     quota_commands.add_parser("list", help="every team's quota")
 
     commands.add_parser("nodes", help="the nodes, their GPUs' health and the jobs on them")
+    commands.add_parser("repairs", help="the repair queue: GPUs out of service, longest out first")
     for name, summary in (
         ("cordon", "no new jobs on the node"),
         ("uncordon", "let the node take jobs again"),
@@ -331,6 +334,20 @@ def run(args: argparse.Namespace) -> int:
             )
     elif args.command == "nodes":
         print(format_nodes(request(url, "GET", "/v1/cluster/nodes")["nodes"]))
+    elif args.command == "repairs":
+        gpus = request(url, "GET", "/v1/cluster/repairs")["gpus"]
+        rows = [("NODE", "GPU", "HEALTH", "SINCE", "REASON")]
+        rows += [
+            (
+                gpu["node_id"],
+                str(gpu["gpu"]),
+                gpu["health"],
+                time.strftime("%H:%M:%S", time.localtime(gpu["since"])),
+                gpu["reason"],
+            )
+            for gpu in gpus
+        ]
+        print(_table(rows) if gpus else "no GPU is out of service")
     elif args.command in ("cordon", "uncordon", "drain"):
         answer = request(url, "POST", f"/v1/cluster/nodes/{args.node}/{args.command}")
         moved = answer.get("moved_jobs")

@@ -23,7 +23,7 @@ from switchyard.platform.errors import (
 )
 from switchyard.platform.health_monitor import HealthMonitor
 from switchyard.platform.inventory import ClusterView, GpuHealth, Node
-from switchyard.platform.job_store import ACTIVE_STATES, JobRecord, JobStore, NodeAdmin
+from switchyard.platform.job_store import ACTIVE_STATES, GpuHealthRecord, JobRecord, JobStore, NodeAdmin
 from switchyard.platform.jobs import CheckpointPolicy, JobSpec, JobState, Placement
 from switchyard.platform.node_agent import BurnInResult
 from switchyard.platform.policy import Scheduler, TeamQuota
@@ -149,6 +149,13 @@ class ControlPlane:
                     self._stop_run(record, f"node {node_id} drained", self.clock(), by_policy=False)
                     moved.append(job.id)
             return moved
+
+    def repairs(self) -> list[GpuHealthRecord]:
+        """The GPUs out of service (cordoned, in repair, burning in), longest out first: the repair queue."""
+        records = [gpu for node in self.store.node_admin().values() for gpu in node.gpus.values()]
+        return sorted(
+            (gpu for gpu in records if gpu.health is not GpuHealth.HEALTHY), key=lambda gpu: gpu.since
+        )
 
     def jobs(self) -> list[JobRecord]:
         return self.store.jobs()

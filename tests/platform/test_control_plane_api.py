@@ -20,6 +20,7 @@ from switchyard.platform.cli import main as cluster_main
 from switchyard.platform.cluster_server import fair_share_factory
 from switchyard.platform.control_plane import ControlPlane
 from switchyard.platform.errors import JobSpecError
+from switchyard.platform.inventory import GpuHealth
 from switchyard.platform.job_codec import spec_from_dict, spec_to_dict
 from switchyard.platform.job_store import JobStore
 from switchyard.platform.jobs import CheckpointPolicy, JobState, Placement, PriorityClass, WorkerSlot
@@ -184,6 +185,17 @@ def test_the_cli_drives_the_api(api: str, tmp_path: Path, capsys: pytest.Capture
     assert json.loads((tmp_path / "faults.json").read_text()) == {"node-a": {"3": "ECC"}}
     assert cluster("fault", "clear", "node-a", "3")[0] == 0
     assert json.loads((tmp_path / "faults.json").read_text()) == {}
+    assert "no GPU is out of service" in cluster("repairs")[1]
+    plane = plane_on(tmp_path / "jobs.db")  # the store the API serves (SQLite: a second connection)
+    plane.store.set_gpu_health("node-b", 1, GpuHealth.REPAIR, "uncorrected ECC error", time.time() - 60)
+    plane.store.set_gpu_health("node-a", 2, GpuHealth.BURN_IN, "repaired; burning in", time.time())
+    plane.store.set_gpu_health("node-a", 3, GpuHealth.HEALTHY, "", time.time())
+    code, out, _ = cluster("repairs")
+    assert [line.split()[:3] for line in out.splitlines()[1:]] == [
+        ["node-b", "1", "repair"],
+        ["node-a", "2", "burn_in"],
+    ]
+    plane.store.close()
     code, _, err = cluster("cancel", "nope")
     assert code == 2 and "no job 'nope'" in err
     code, _, err = cluster_main_unreachable()

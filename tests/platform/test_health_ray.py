@@ -81,6 +81,9 @@ def test_a_faulty_gpu_is_cordoned_its_job_moves_and_it_returns_after_repair_and_
         plane, lambda: gpu_health(plane, node_id, gpu) is GpuHealth.REPAIR, "the GPU is in repair"
     )
     assert "ECC" in next(node for node in plane.nodes() if node.id == node_id).gpus[gpu].reason
+    assert [(entry.node_id, entry.gpu, entry.health) for entry in plane.repairs()] == [
+        (node_id, gpu, GpuHealth.REPAIR)
+    ]
 
     set_injected_fault(tmp_path / "faults.json", node_id, gpu, None)  # the repair
     reconcile_until(
