@@ -108,6 +108,23 @@ def test_a_gang_lands_whole_on_one_node_and_a_gang_that_fits_no_node_waits_unspl
     assert finished.job.placement is None and finished.finished_at is not None
 
 
+def test_a_gang_that_may_spread_gets_one_bundle_per_worker_each_on_its_chosen_node(
+    plane: ControlPlane, tmp_path: Path
+) -> None:
+    workdir = tmp_path / "spread"
+    job_id = plane.submit(checkpointing_spec(workdir, steps=5, workers=3, same_node=False)).job.id
+    reconcile_until(plane, lambda: plane.job(job_id).job.state is JobState.SUCCEEDED, "the spread gang runs")
+    [table] = [
+        entry
+        for entry in ray.util.placement_group_table().values()
+        if entry["name"] == f"switchyard-job-{job_id}-1"
+    ]
+    assert table["strategy"] == "PACK"
+    chosen = [run["gpus"] for run in runs(workdir)]
+    assert len(chosen) == 3 and len(set(table["bundles_to_node_id"].values())) == 2  # best-fit: 2 + 1 GPUs
+    assert result(workdir) == {"total": expected_total(5), "steps": 5}
+
+
 @pytest.mark.slow  # another node joins and dies: about 20 s more on top of the module's cluster
 def test_a_killed_node_loses_no_job(cluster: Cluster, plane: ControlPlane, tmp_path: Path) -> None:
     doomed = cluster.add_node(num_cpus=NODE_CPUS, num_gpus=2)
