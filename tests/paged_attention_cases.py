@@ -65,7 +65,11 @@ def make_case(
             spans.append((row, row + q_len, context, table))
         row += q_len
     num_decodes = len(decode_lens)
-    query, key, value = randn(row, heads, head_dim), randn(row, kv_heads, head_dim), randn(row, kv_heads, head_dim)
+    query, key, value = (
+        randn(row, heads, head_dim),
+        randn(row, kv_heads, head_dim),
+        randn(row, kv_heads, head_dim),
+    )
     slot_mapping = torch.tensor(slots, dtype=torch.long, device=device)
     write_kv(key, value, k_cache, v_cache, slot_mapping)
     metadata = AttentionMetadata.build(

@@ -35,7 +35,7 @@ def decode_graph_sizes(max_num_seqs: int) -> tuple[int, ...]:
     captured size) and at most 256. Padding wastes at most 15 rows of a batch above 16."""
     limit = min(max(1, max_num_seqs), MAX_CAPTURED)
     ladder = (*SMALL_SIZES, *range(SIZE_STEP, MAX_CAPTURED + 1, SIZE_STEP))
-    return tuple(size for size in ladder if size < limit) + (next(s for s in ladder if s >= limit),)
+    return (*(size for size in ladder if size < limit), next(s for s in ladder if s >= limit))
 
 
 def padded_batch_size(num_decodes: int, sizes: tuple[int, ...]) -> int | None:
@@ -59,7 +59,9 @@ class DecodeBuffers:
     scratch_slot: int
 
     @classmethod
-    def allocate(cls, max_batch: int, max_blocks: int, scratch_slot: int, device: torch.device) -> DecodeBuffers:
+    def allocate(
+        cls, max_batch: int, max_blocks: int, scratch_slot: int, device: torch.device
+    ) -> DecodeBuffers:
         def zeros(*shape: int, dtype: torch.dtype = torch.int32) -> torch.Tensor:
             return torch.zeros(*shape, dtype=dtype, device=device)
 
@@ -91,7 +93,10 @@ class DecodeBuffers:
             sliding_window=sliding_window,
         )
         return AttentionMetadata(
-            slot_mapping=self.slot_mapping[:size], block_size=block_size, num_decode_tokens=size, kernel_plan=plan
+            slot_mapping=self.slot_mapping[:size],
+            block_size=block_size,
+            num_decode_tokens=size,
+            kernel_plan=plan,
         )
 
     def load(

@@ -81,7 +81,9 @@ class ModelRunner:
         config = model.config
         self.sliding_window = config.sliding_window
         self.kernel_group = (
-            config.num_attention_heads // config.num_key_value_heads if attention_backend == "triton" else None
+            config.num_attention_heads // config.num_key_value_heads
+            if attention_backend == "triton"
+            else None
         )
         self.num_blocks = num_blocks
         self.decode_graph_sizes = decode_graph_sizes

@@ -25,7 +25,7 @@ def triton_available() -> bool:
 def resolve_attention_backend(
     name: str, device: torch.device, dtype: torch.dtype, kv_dtype: torch.dtype, block_size: int
 ) -> str:
-    """"sdpa" or "triton" for the requested `name`; ValueError when triton is asked for where it cannot run."""
+    """ "sdpa" or "triton" for the requested `name`; ValueError when triton is asked for where it cannot run."""
     if name not in ATTENTION_BACKENDS:
         raise ValueError(f"attention_backend must be one of {', '.join(ATTENTION_BACKENDS)}, not {name!r}")
     if name == "sdpa":

@@ -32,7 +32,7 @@ def _paged_attention_kernel(
     Q,
     K,
     V,
-    O,
+    Out,
     block_tables,
     tile_seg,
     tile_q0,
@@ -101,16 +101,26 @@ def _paged_attention_kernel(
     for key0 in range(lo, hi, BLOCK_N):
         k_pos = key0 + offs_n
         key_ok = k_pos < hi
-        blocks = tl.load(block_tables + seg * stride_bt + k_pos // BLOCK_SIZE, mask=key_ok, other=0).to(tl.int64)
+        blocks = tl.load(block_tables + seg * stride_bt + k_pos // BLOCK_SIZE, mask=key_ok, other=0).to(
+            tl.int64
+        )
         within = k_pos % BLOCK_SIZE
         load_ok = key_ok[:, None] & dim_ok[None, :]
         k = tl.load(
-            K + blocks[:, None] * stride_kb + within[:, None] * stride_ks + kv_head * stride_kh + dims[None, :],
+            K
+            + blocks[:, None] * stride_kb
+            + within[:, None] * stride_ks
+            + kv_head * stride_kh
+            + dims[None, :],
             mask=load_ok,
             other=0.0,
         )
         v = tl.load(
-            V + blocks[:, None] * stride_vb + within[:, None] * stride_vs + kv_head * stride_vh + dims[None, :],
+            V
+            + blocks[:, None] * stride_vb
+            + within[:, None] * stride_vs
+            + kv_head * stride_vh
+            + dims[None, :],
             mask=load_ok,
             other=0.0,
         )
@@ -133,8 +143,8 @@ def _paged_attention_kernel(
 
     out = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]
     tl.store(
-        O + (q_start + token).to(tl.int64)[:, None] * stride_ot + head[:, None] * stride_oh + dims[None, :],
-        out.to(O.dtype.element_ty),
+        Out + (q_start + token).to(tl.int64)[:, None] * stride_ot + head[:, None] * stride_oh + dims[None, :],
+        out.to(Out.dtype.element_ty),
         mask=row_ok[:, None] & dim_ok[None, :],
     )
 

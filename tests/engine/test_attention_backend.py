@@ -44,7 +44,7 @@ def test_names_and_resolution() -> None:
 def test_auto_stays_on_sdpa_on_cpu_without_the_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     assert resolve_attention_backend("auto", CPU, torch.float32, torch.float32, 16) == "sdpa"
-    with pytest.raises(ValueError, match="CUDA|Triton is not installed"):
+    with pytest.raises(ValueError, match=r"CUDA|Triton is not installed"):
         resolve_attention_backend("triton", CPU, torch.float32, torch.float32, 16)
 
 
@@ -75,7 +75,7 @@ def _greedy(folder: Path, backend: str, prompts: list[list[int]]) -> tuple[LLMEn
 def test_engine_on_the_kernel_matches_sdpa(tiny_model_dir: Path) -> None:
     rng = random.Random(0)
     shared = rng.choices(range(5, 300), k=16)
-    prompts = [shared + rng.choices(range(5, 300), k=5), shared + [7], rng.choices(range(5, 300), k=3)]
+    prompts = [shared + rng.choices(range(5, 300), k=5), [*shared, 7], rng.choices(range(5, 300), k=3)]
     engine, kernel = _greedy(tiny_model_dir, "triton", prompts)
     assert engine.runner.kernel_group is not None
     _, reference = _greedy(tiny_model_dir, "sdpa", prompts)
