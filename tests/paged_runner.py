@@ -47,8 +47,18 @@ class PagedSequence:
 class PagedRunner:
     """Owns KV caches and block tables for a few sequences and runs steps of the model over them."""
 
-    def __init__(self, model: LlamaForCausalLM, *, block_size: int = 4, num_blocks: int = 256, seed: int = 0):
+    def __init__(
+        self,
+        model: LlamaForCausalLM,
+        *,
+        block_size: int = 4,
+        num_blocks: int = 256,
+        seed: int = 0,
+        kernel: bool = False,
+    ):
+        """kernel: attend with the Triton kernel (`models.triton_attention`) instead of SDPA."""
         config = model.config
+        self.kernel_group = config.num_attention_heads // config.num_key_value_heads if kernel else None
         parameter = next(model.parameters())
         self.model = model
         self.block_size = block_size
@@ -120,6 +130,7 @@ class PagedRunner:
             prefill_spans=spans,
             device=self.device,
             sliding_window=self.model.config.sliding_window,
+            kernel_group=self.kernel_group,
         )
         hidden = self.model(
             torch.tensor(ids, device=self.device),

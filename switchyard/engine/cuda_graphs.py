@@ -146,6 +146,8 @@ class DecodeGraphs:
         self.buffers = DecodeBuffers.allocate(self.sizes[-1], max_blocks, scratch_slot, device)
         self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
         self.outputs: dict[int, torch.Tensor] = {}
+        self.replays = 0
+        """Decode steps served by a graph (for logs and tests)."""
 
     def capture(self, model: LlamaForCausalLM, kv_caches: KVCaches) -> None:
         """Capture every size, largest first so smaller graphs reuse its memory pool. Padding rows only: the
@@ -180,4 +182,5 @@ class DecodeGraphs:
             return None
         self.buffers.load(size, input_ids, positions, metadata)
         self.graphs[size].replay()
+        self.replays += 1
         return self.outputs[size][:n]

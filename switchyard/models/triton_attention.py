@@ -61,6 +61,7 @@ def _paged_attention_kernel(
     BLOCK_N: tl.constexpr,
     HAS_WINDOW: tl.constexpr,
     DOT_FP32: tl.constexpr,
+    PRECISION: tl.constexpr,
 ):
     tile = tl.program_id(0)
     kv_head = tl.program_id(1)
@@ -127,7 +128,7 @@ def _paged_attention_kernel(
         if DOT_FP32:
             k = k.to(tl.float32)
             v = v.to(tl.float32)
-        scores = tl.dot(q, tl.trans(k)) * scale
+        scores = tl.dot(q, tl.trans(k), input_precision=PRECISION) * scale
         visible = row_ok[:, None] & key_ok[None, :] & (k_pos[None, :] <= q_pos[:, None])
         if HAS_WINDOW:
             visible = visible & (k_pos[None, :] > q_pos[:, None] - window)
@@ -138,7 +139,7 @@ def _paged_attention_kernel(
         p = tl.exp(scores - m_safe[:, None])
         alpha = tl.exp(m_i - m_safe)
         l_i = l_i * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
         m_i = m_new
 
     out = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]
@@ -207,6 +208,8 @@ def triton_paged_attention(
         # Triton's interpreter multiplies bf16 matrices wrongly (it holds them as raw 16-bit integers): there,
         # and only there, widen to float32 before tl.dot. On a GPU the tensor cores take bf16 directly.
         DOT_FP32=_interpreted() and query.dtype == torch.bfloat16,
+        # float32 models get exact float32 products, as SDPA gives them, not TensorFloat-32's 10-bit mantissas.
+        PRECISION="ieee" if query.dtype == torch.float32 else "tf32",
     )
     return out
 
