@@ -32,7 +32,8 @@ def resolve_attention_backend(
         return "sdpa"
     problem = _triton_problem(device, dtype, kv_dtype, block_size)
     if name == "auto":
-        return "sdpa" if problem else "triton"
+        # Only on CUDA: on CPU the kernel could run only in Triton's interpreter, a tool for tests.
+        return "triton" if device.type == "cuda" and not problem else "sdpa"
     if problem:
         raise ValueError(f"attention_backend triton: {problem}")
     return "triton"

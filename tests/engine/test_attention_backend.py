@@ -31,6 +31,8 @@ def test_names_and_resolution() -> None:
     assert ATTENTION_BACKENDS == ATTENTION_BACKEND_NAMES
     f32 = torch.float32
     assert resolve_attention_backend("sdpa", CPU, f32, f32, 16) == "sdpa"
+    # auto never picks the kernel on CPU, even where Triton's interpreter could run it.
+    assert resolve_attention_backend("auto", CPU, f32, f32, 16) == "sdpa"
     # fp8 caches and tiny blocks are the kernel's to refuse: auto falls back, an explicit request fails.
     assert resolve_attention_backend("auto", CPU, f32, torch.float8_e4m3fn, 16) == "sdpa"
     with pytest.raises(ValueError, match="KV cache stored in the model's dtype"):
