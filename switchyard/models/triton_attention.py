@@ -210,6 +210,8 @@ def triton_paged_attention(
         DOT_FP32=_interpreted() and query.dtype == torch.bfloat16,
         # float32 models get exact float32 products, as SDPA gives them, not TensorFloat-32's 10-bit mantissas.
         PRECISION="ieee" if query.dtype == torch.float32 else "tf32",
+        # A prefill tile's accumulator (128 rows x head size, float32) wants the registers of 8 warps.
+        num_warps=8 if block_m >= 128 else 4,
     )
     return out
 
