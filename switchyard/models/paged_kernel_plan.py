@@ -89,6 +89,10 @@ def build_kernel_plan(
     width = max(1, int(needed.max(initial=0)))
     tables = np.zeros((len(lens), width), dtype=np.int32)
     for index, (table, count) in enumerate(zip(block_tables, needed, strict=True)):
+        if len(table) < count:
+            raise ValueError(
+                f"segment {index}: {len(table)} blocks cannot hold a context of {contexts[index]}"
+            )
         tables[index, :count] = table[:count]
     tile_tokens = DECODE_TILE_TOKENS if int(lens.max(initial=1)) <= 1 else prefill_tile_tokens(group)
     tile_seg, tile_q0 = plan_tiles(lens, tile_tokens)
