@@ -10,7 +10,7 @@
 
 Models are random-initialised and written as safetensors straight from the GPU (no hub, no transformers
 init of 8B parameters on the CPU). Writes gpu_bench.json to --out. Budget: ~5 minutes on an H200.
-Usage: python benchmarks/gpu_bench.py --out benchmarks/results/gpu [--workdir DIR] [--skip-8b]
+Usage: python benchmarks/gpu_bench.py --out benchmarks/results/gpu [--workdir DIR] [--skip-8b] [--throughput-8b]
 `--device cpu --tiny` runs every section on tiny shapes, to check the script itself without a GPU.
 """
 
@@ -224,15 +224,19 @@ def hf_generate_rate(
     return len(prompts) * output_len / elapsed
 
 
-def bench_qwen05b(workdir: Path, device: torch.device, tiny: bool) -> dict[str, Any]:
-    shape = TINY if tiny else QWEN25_05B
-    folder = build_random_folder(
-        workdir / ("qwen-tiny" if tiny else "qwen2.5-0.5b"), transformers.Qwen2Config(**shape), device
-    )
+def bench_throughput(workdir: Path, device: torch.device, tiny: bool, family: str = "qwen") -> dict[str, Any]:
+    """256 x (1024 -> 256) against transformers, then batch-1 decode with and without CUDA graphs. family
+    "qwen" is the Qwen2.5-0.5B shape; "llama" the Llama-3-8B one (opt-in: loads 16 GB twice more)."""
+    if family == "qwen":
+        shape, config_type, name = (TINY if tiny else QWEN25_05B), transformers.Qwen2Config, "qwen2.5-0.5b"
+    else:
+        shape, config_type, name = (TINY if tiny else LLAMA3_8B), transformers.LlamaConfig, "llama3-8b"
+    folder = build_random_folder(workdir / (f"{family}-tiny" if tiny else name), config_type(**shape), device)
     count, prompt_len, output_len, hf_batch = (8, 32, 8, 4) if tiny else (256, 1024, 256, 64)
     prompts = random_prompts(count, prompt_len, shape["vocab_size"], seed=4)
     hf_rate = hf_generate_rate(folder, prompts, output_len, hf_batch, device)
-    kv_bytes = (4 << 20) if tiny else (8 << 30)  # 256 x 1280 tokens of 12 KiB each, twice over
+    # 256 x 1280 tokens: 12 KiB each for the 0.5B shape (3.8 GB), 128 KiB for the 8B one (40 GB).
+    kv_bytes = (4 << 20) if tiny else (8 << 30) if family == "qwen" else (44 << 30)
     llm = engine(
         folder, device, max_model_len=prompt_len + output_len, max_num_seqs=256, kv_cache_memory=kv_bytes
     )
@@ -251,7 +255,7 @@ def bench_qwen05b(workdir: Path, device: torch.device, tiny: bool) -> dict[str, 
     )
     decode_eager = switchyard_decode_rate(eager, prompts[0][: prompt_len // 8], output_len)
     return {
-        "shape": "tiny" if tiny else "Qwen2.5-0.5B",
+        "shape": "tiny" if tiny else name,
         "workload": f"{count} x ({prompt_len} -> {output_len})",
         "switchyard_tokens_per_s": rate,
         "switchyard_seconds": seconds,
@@ -275,6 +279,11 @@ def main() -> int:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--tiny", action="store_true", help="tiny shapes: check the script, measure nothing")
     parser.add_argument("--skip-8b", action="store_true", help="only the Qwen2.5-0.5B section")
+    parser.add_argument(
+        "--throughput-8b",
+        action="store_true",
+        help="also 256 x (1024 -> 256) vs transformers on the Llama-3-8B shape (about 3 more minutes)",
+    )
     args = parser.parse_args()
     device = torch.device(args.device)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="gpu-bench-"))
@@ -294,10 +303,12 @@ def main() -> int:
     results["peaks"] = measure_peaks(device, args.tiny)
     print(json.dumps(results["peaks"]), flush=True)
     sections: list[tuple[str, Callable[[], dict[str, Any]]]] = [
-        ("qwen05b", lambda: bench_qwen05b(workdir, device, args.tiny))
+        ("qwen05b", lambda: bench_throughput(workdir, device, args.tiny))
     ]
     if not args.skip_8b:
         sections.append(("llama8b", lambda: bench_llama8b(workdir, device, results["peaks"], args.tiny)))
+    if args.throughput_8b:
+        sections.append(("llama8b_throughput", lambda: bench_throughput(workdir, device, args.tiny, "llama")))
     for name, run in sections:
         start = time.perf_counter()
         try:
