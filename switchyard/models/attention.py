@@ -8,7 +8,8 @@ sequence owns a list of blocks (its block table); token i of the sequence lives 
 A step's tokens are laid out decode tokens first (one per decoding sequence), then speculative verification
 chunks (a few tokens each, `VerifyBatch`), then the prefill chunks. Decodes are attended in one batched call, as
 are verification chunks (padded to the longest); each prefill chunk in its own call, since chunks differ in
-length.
+length. That is the SDPA path, which runs everywhere; when the metadata carries a kernel plan (the triton
+backend, `models.attention_backend`), one Triton kernel attends the whole step in place instead.
 """
 
 from __future__ import annotations
