@@ -76,7 +76,9 @@ class CascadeRunner:
         try:
             for position, tier in enumerate(cascade.tiers[:-1]):
                 tier_request = self._tier_request(request, tier, judged=True)
-                kept, response, used = await self._judged(cascade, tier, tier_request, call.fields.body)
+                kept, response, used = await self._judged(
+                    cascade, tier, tier_request, call.fields.body, earlier
+                )
                 earlier += used
                 if response is not None:
                     outcome = "accepted" if position == 0 else "escalated"
@@ -118,9 +120,15 @@ class CascadeRunner:
                 lease.release()
 
     async def _judged(
-        self, cascade: CascadeConfig, tier: str, request: GateRequest, client_body: Mapping[str, Any]
+        self,
+        cascade: CascadeConfig,
+        tier: str,
+        request: GateRequest,
+        client_body: Mapping[str, Any],
+        earlier: TokenUsage,
     ) -> tuple[bool, Response | None, TokenUsage]:
-        """Ask a judged tier: (kept, the client's response when the cascade ends here, tokens it used)."""
+        """Ask a judged tier: (kept, the client's response when the cascade ends here, tokens it used);
+        `earlier`: the tokens of the tiers asked before it, which a kept answer's usage counts too."""
         try:
             response = await self._gatekeeper.forward(self._pools[tier], request)
         except (NoHealthyReplicaError, QueueFullError) as exc:
@@ -140,7 +148,7 @@ class CascadeRunner:
         self._metrics.observe_cascade_decision(cascade.name, tier, verdict.accept, verdict.reason.value)
         if not verdict.accept:
             return False, None, used
-        kept = kept_answer(answer, tier, TokenUsage(), asked_logprobs(client_body, call.endpoint))
+        kept = kept_answer(answer, tier, earlier, asked_logprobs(client_body, call.endpoint))
         if client_body.get("stream") is True:
             events = answer_events(kept, call.endpoint, asked_usage_chunk(client_body))
             return True, _replaced(response, events, "text/event-stream", "accepted", tier), used
@@ -207,8 +215,9 @@ def _usage_rewritten(events: bytes, earlier: TokenUsage) -> bytes:
     for line in events.split(b"\n"):
         if line.startswith(b"data:") and b'"usage"' in line:
             payload = _json_object(line[5:].strip())
-            if payload is not None and isinstance(payload.get("usage"), Mapping):
-                payload["usage"] = with_earlier_usage(payload["usage"], earlier)  # type: ignore[arg-type]
+            usage = payload.get("usage") if payload is not None else None
+            if payload is not None and isinstance(usage, Mapping):
+                payload["usage"] = with_earlier_usage(usage, earlier)
                 line = b"data: " + json.dumps(payload, ensure_ascii=False).encode()
         out.append(line)
     return b"\n".join(out)

@@ -183,6 +183,23 @@ def test_each_call_is_charged_at_its_own_models_price(gateways: tuple[Any, ...])
     assert before - _balance(ledger_db) == charged
 
 
+def test_completions_are_judged_on_their_token_logprobs(gateways: tuple[RunningGateway, ...]) -> None:
+    plain = gateways[0]
+    body = {"prompt": "Yes or no?", "max_tokens": 8, **CHOICE}
+    with plain.http() as http:
+        small = http.post("/v1/completions", json={**body, "model": "tiny"}).json()
+        accepted = http.post("/v1/completions", json={**body, "model": "lenient"})
+        escalated = http.post("/v1/completions", json={**body, "model": "strict"})
+    assert (accepted.headers["x-switchyard-cascade"], accepted.json()["model"]) == ("accepted", "tiny")
+    assert accepted.json()["choices"][0]["text"] == small["choices"][0]["text"]
+    assert accepted.json()["choices"][0]["logprobs"] is None
+    assert (escalated.headers["x-switchyard-cascade"], escalated.json()["model"]) == (
+        "escalated",
+        "tiny-qwen",
+    )
+    assert escalated.json()["usage"]["prompt_tokens"] > small["usage"]["prompt_tokens"]  # both calls' prompts
+
+
 def test_the_responses_api_is_refused_and_models_lists_the_cascades(
     gateways: tuple[RunningGateway, ...],
 ) -> None:
