@@ -39,7 +39,10 @@ def test_a_confident_answer_is_kept_with_its_mean_and_minimum() -> None:
     ("choice", "reason"),
     [
         (_choice(-0.6, -0.6, -0.6), Reason.LOW_MEAN),  # every token fine, the average too low
-        (_choice(-0.01, -0.01, -0.01, -0.01, -0.01, -2.1), Reason.LOW_TOKEN),  # a good mean hiding one unsure token
+        (
+            _choice(-0.01, -0.01, -0.01, -0.01, -0.01, -2.1),
+            Reason.LOW_TOKEN,
+        ),  # a good mean hiding one unsure token
         (_choice(-0.1, finish="length"), Reason.TRUNCATED),  # cut off: the rest is unjudged
         (_choice(-0.1, finish="content_filter"), Reason.UNFINISHED),
         (_choice(-0.1, finish=None), Reason.UNFINISHED),
