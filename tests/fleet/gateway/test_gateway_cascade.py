@@ -17,7 +17,15 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from fleet_harness import Replicas, RunningGateway, gateway_config, metric, start_gateway, wait_for
+from fleet_harness import (
+    Replicas,
+    RunningGateway,
+    free_port,
+    gateway_config,
+    metric,
+    start_gateway,
+    wait_for,
+)
 
 from switchyard.fleet.cascade.config import CascadeConfig, ConfidenceThresholds
 from switchyard.fleet.config import FleetConfig
@@ -32,11 +40,15 @@ from switchyard.fleet.usage import TokenUsage
 CASCADES = (
     CascadeConfig("lenient", ("tiny", "tiny-qwen"), ConfidenceThresholds(min_mean_logprob=-2.0)),
     CascadeConfig("strict", ("tiny", "tiny-qwen"), ConfidenceThresholds(min_token_logprob=-0.01)),
+    CascadeConfig("fallback", ("down", "tiny-qwen"), ConfidenceThresholds()),
 )
+DOWN = f"http://127.0.0.1:{free_port()}"
+"""The `down` pool's only worker: nothing listens there."""
 PRICES = PriceTable(
     {
         "tiny": ModelPrice(input=Decimal(1000), output=Decimal(2000)),
         "tiny-qwen": ModelPrice(input=Decimal(3000), output=Decimal(6000)),
+        "down": ModelPrice(input=Decimal(1000), output=Decimal(2000)),
     }
 )
 """Credits per 1M tokens (cached prompt tokens at the input price), high enough to charge whole micro-credits."""
@@ -44,7 +56,7 @@ CHOICE = {"guided_choice": ["yes", "no"], "temperature": 0}
 
 
 def _config(replicas: Replicas, **settings: Any) -> FleetConfig:
-    pools = {"tiny": [replicas.a.url], "tiny-qwen": [replicas.qwen.url]}
+    pools = {"tiny": [replicas.a.url], "tiny-qwen": [replicas.qwen.url], "down": [DOWN]}
     return gateway_config(pools, cascades=CASCADES, prices=PRICES, **settings)
 
 
@@ -62,7 +74,8 @@ def gateways(
     plain = start_gateway(_config(replicas))
     billed = start_gateway(_config(replicas, tenants_db=str(tenants_db), credits_db=str(ledger_db)))
     for running in (plain, billed):
-        replicas_now = [replica for pool in running.runtime.pools.values() for replica in pool.replicas]
+        pools = [pool for name, pool in running.runtime.pools.items() if name != "down"]
+        replicas_now = [replica for pool in pools for replica in pool.replicas]
         wait_for(lambda r=replicas_now: all(x.health is ReplicaHealth.HEALTHY for x in r), 120, "healthy")
     yield plain, billed, key, ledger_db
     for running in (plain, billed):
@@ -200,6 +213,18 @@ def test_completions_are_judged_on_their_token_logprobs(gateways: tuple[RunningG
     assert escalated.json()["usage"]["prompt_tokens"] > small["usage"]["prompt_tokens"]  # both calls' prompts
 
 
+def test_a_tier_without_a_healthy_replica_is_passed_over(gateways: tuple[RunningGateway, ...]) -> None:
+    plain = gateways[0]
+    answer = _ask(plain, "fallback")
+    assert answer.status_code == 200
+    assert answer.headers["x-switchyard-cascade"] == "escalated"
+    assert answer.json()["model"] == "tiny-qwen"
+    reasons = metric(
+        plain.metrics(), "switchyard:fleet_cascade_decisions_total", cascade="fallback", reason="tier_error"
+    )
+    assert reasons >= 1
+
+
 def test_the_responses_api_is_refused_and_models_lists_the_cascades(
     gateways: tuple[RunningGateway, ...],
 ) -> None:
@@ -209,7 +234,7 @@ def test_the_responses_api_is_refused_and_models_lists_the_cascades(
         listed = [card["id"] for card in http.get("/v1/models").json()["data"]]
     assert refused.status_code == 400
     assert "cascade" in json.loads(refused.content)["error"]["message"]
-    assert listed == ["tiny", "tiny-qwen", "lenient", "strict"]
+    assert listed == ["tiny", "tiny-qwen", "down", "lenient", "strict", "fallback"]
     with pytest.raises(openai.NotFoundError):
         plain.client().chat.completions.create(model="nowhere", messages=[{"role": "user", "content": "hi"}])
 
