@@ -354,7 +354,10 @@ def cmd_serve(args: argparse.Namespace, serve_args: Sequence[str]) -> int:
         from switchyard.fleet.launch import build_gateway_server
     config = config_from_args(args, serve_args)
     server = build_gateway_server(config, log_level="info" if args.verbose else "warning")
-    pools = ", ".join(_pool_summary(pool) for pool in config.pools)
+    pools = ", ".join(
+        [_pool_summary(pool) for pool in config.pools]
+        + [f"'{cascade.name}' (cascade: {' -> '.join(cascade.tiers)})" for cascade in config.cascades]
+    )
     print(f"switchyard fleet: serving {pools} on http://{config.host}:{config.port}/v1", flush=True)
     server.run()
     return 0
