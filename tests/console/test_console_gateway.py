@@ -61,6 +61,8 @@ def test_the_fleet_view_shows_replicas_routing_and_online_eval(
         " && Number(r.cells[2].textContent) >= 2)",
         timeout=30_000,
     )
+    eval_row = page.inner_text("#fl-eval tbody tr").split("\t")
+    assert eval_row[7].endswith(" s")  # mean latency of the logged requests, by pool
     assert page.inner_text("#fl-lat-p50").endswith("ms")
     assert console.errors == []
 
