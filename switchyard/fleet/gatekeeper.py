@@ -257,12 +257,13 @@ class Gatekeeper:
         self, admitted: _Admitted, outcome: StreamOutcome, key: str | None, response: RelayedStream
     ) -> None:
         usage = admitted.meter.usage(admitted.prompt_estimate)
-        await self._settle(admitted, usage, _STREAM_OUTCOMES[outcome.end], admitted.tenancy)
         recorded = admitted.meter.recorded
-        self._log(admitted, recorded, True, response.status_code, usage)
+        # cached before the hooks settle: once a request is accounted for, its answer is there to hit
         if key is not None and outcome.end is StreamEnd.COMPLETED and recorded and self._cache is not None:
             self._cache.put(key, recorded, response.media_type or "text/event-stream")
             self._metrics.set_cache_entries(len(self._cache))
+        await self._settle(admitted, usage, _STREAM_OUTCOMES[outcome.end], admitted.tenancy)
+        self._log(admitted, recorded, True, response.status_code, usage)
 
     async def _settle(self, admitted: _Admitted, usage: TokenUsage, outcome: str, tenancy: bool) -> None:
         """Once per admitted request: the lease, the hooks' `after`, the usage's record."""
