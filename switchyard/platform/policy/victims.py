@@ -113,6 +113,6 @@ def choose_on_nodes(
         if have < need or not chosen:
             continue
         cost = (top_class, lost, sum(job.spec.gpus for job in chosen))
-        if best is None or cost < best.cost:
+        if best is None or (cost, node_id) < (best.cost, best.node_id):
             best = VictimChoice(node_id=node_id, victims=tuple(chosen), cost=cost)
     return best
