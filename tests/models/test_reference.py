@@ -1,10 +1,12 @@
 """Reference tests: Switchyard's forward pass over the paged KV cache against Hugging Face transformers.
 
-Every architecture the model code claims (Llama, Qwen2, Qwen3, Mistral) is built as a tiny random model by
+Every architecture the model code claims (Llama, Qwen2, Qwen3, Mistral, and the mixtures of experts Mixtral,
+Qwen2-MoE with its shared expert, Qwen3-MoE with normalised top-k) is built as a tiny random model by
 transformers, saved, loaded by `load_model` and compared through every step layout the engine produces:
 several prompts prefilled in one forward, chunked prefill, batched decodes, decodes mixed with a prefill chunk,
 and greedy generation. Variants cover grouped-query and multi-query attention, tied and untied embeddings, the
-"linear" and "llama3" rope scalings, and Mistral's sliding window shorter than the sequences.
+"linear", "llama3" and "yarn" rope scalings, Mistral's and Mixtral's sliding window shorter than the sequences,
+and a Qwen2-MoE with a dense layer beside its sparse one.
 
 The models use initializer_range=0.1 instead of the usual 0.02. At 0.02 attention is nearly uniform and the
 logits barely depend on positions: switching rope scaling on changes them by only ~2e-3, too close to the
@@ -50,6 +52,14 @@ LLAMA3_ROPE: dict[str, Any] = {
     "original_max_position_embeddings": 64,
 }
 LINEAR_ROPE: dict[str, Any] = {"rope_type": "linear", "rope_theta": 10000.0, "factor": 2.0}
+# An original context of 64 puts head_dim 16's correction range (beta_fast 32, beta_slow 1) across dimensions
+# 0-4, so some dimensions are kept, some interpolated and some ramped; factor 4 gives mscale 1.14.
+YARN_ROPE: dict[str, Any] = {
+    "rope_type": "yarn",
+    "rope_theta": 10000.0,
+    "factor": 4.0,
+    "original_max_position_embeddings": 64,
+}
 
 # name -> (arch, config overrides). The tiny shape has 4 query heads and 2 KV heads (GQA) and untied
 # embeddings; each architecture also runs as MQA (1 KV head) with tied embeddings.
@@ -60,6 +70,11 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "llama-rope-llama3": ("llama", {"rope_parameters": LLAMA3_ROPE}),
     "qwen2-rope-llama3": ("qwen2", {"rope_parameters": LLAMA3_ROPE}),
     "mistral-sliding-window": ("mistral", {"sliding_window": SLIDING_WINDOW}),
+    "llama-rope-yarn": ("llama", {"rope_parameters": YARN_ROPE}),
+    "qwen3_moe-rope-yarn": ("qwen3_moe", {"rope_parameters": YARN_ROPE}),
+    "mixtral-sliding-window": ("mixtral", {"sliding_window": SLIDING_WINDOW}),
+    # Qwen2-MoE's layer 0 a dense MLP (mlp_only_layers), layer 1 the expert mixture with its shared expert.
+    "qwen2_moe-dense-layer-0": ("qwen2_moe", {"mlp_only_layers": [0]}),
 }
 # Lengths chosen to straddle block boundaries and, for the sliding-window variant, to exceed the window; one
 # single-token prompt exercises the smallest prefill span.
