@@ -317,6 +317,7 @@ def _size_kv_cache(
         probe.profile_forward(tokens)
         measured = max(0, peak_rss_bytes() - before)
     del probe
+    model.reset_routed_tokens()
     arch = model.config
     draft = speculation.draft_model if speculation is not None else None
     return plan_budget(

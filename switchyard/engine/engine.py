@@ -14,6 +14,7 @@ import logging
 
 from switchyard.config import EngineConfig
 from switchyard.engine.builder import SchedulingState, build_engine_parts, build_scheduling_state
+from switchyard.engine.expert_load import ExpertLoadMeter
 from switchyard.engine.model_runner import ForwardResult
 from switchyard.engine.output_processor import Finish
 from switchyard.engine.policy import SchedulingPolicy
@@ -54,6 +55,7 @@ class LLMEngine:
         """Request ids in the step being run (what a watchdog blames when the step hangs)."""
         self.num_hung_steps = 0
         self.num_prompt_tokens = 0
+        self.expert_load = ExpertLoadMeter(self.model)
 
     def _use(self, state: SchedulingState) -> None:
         self.block_manager, self.runner = state.block_manager, state.runner
@@ -131,7 +133,11 @@ class LLMEngine:
 
     def stats(self) -> EngineStats:
         return collect_stats(
-            self.scheduler, self.num_hung_steps, self.grammar_admission.built, self.spec_decoder
+            self.scheduler,
+            self.num_hung_steps,
+            self.grammar_admission.built,
+            self.spec_decoder,
+            self.expert_load,
         )
 
     # ------------------------------------------------------------------- step

@@ -161,6 +161,12 @@ class LlamaForCausalLM(nn.Module):
         counters = [m.routed_tokens for m in self.modules() if isinstance(m, SparseMoeBlock)]
         return torch.stack(counters).cpu() if counters else None
 
+    def reset_routed_tokens(self) -> None:
+        """Zero the routers' counters (after the builder's profiling pass, whose tokens are not traffic)."""
+        for module in self.modules():
+            if isinstance(module, SparseMoeBlock):
+                module.routed_tokens.zero_()
+
     def checkpoint_names(self) -> Iterator[tuple[str, str, ShardIndex]]:
         """(checkpoint name, parameter name, shard index) for every tensor the checkpoint must provide.
 
