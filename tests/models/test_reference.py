@@ -52,12 +52,13 @@ LLAMA3_ROPE: dict[str, Any] = {
     "original_max_position_embeddings": 64,
 }
 LINEAR_ROPE: dict[str, Any] = {"rope_type": "linear", "rope_theta": 10000.0, "factor": 2.0}
-# An original context of 64 puts head_dim 16's correction range (beta_fast 32, beta_slow 1) across dimensions
-# 0-4, so some dimensions are kept, some interpolated and some ramped; factor 4 gives mscale 1.14.
+# An original context of 64 puts head_dim 16's correction range (beta_fast 32, beta_slow 1) at dimensions
+# [0, 3]: frequency 0 is kept, 1 and 2 are blended, 3 to 7 are interpolated; factor 8 (the tiny shape's 512
+# positions over 64) gives an attention factor of 1.21.
 YARN_ROPE: dict[str, Any] = {
     "rope_type": "yarn",
     "rope_theta": 10000.0,
-    "factor": 4.0,
+    "factor": 8.0,
     "original_max_position_embeddings": 64,
 }
 
