@@ -193,7 +193,10 @@ def test_longrope_is_unsupported(folder: Path) -> None:
 
 def test_legacy_longrope_scaling_is_unsupported(folder: Path) -> None:
     edit_config(
-        folder, drop=("rope_parameters",), rope_theta=10000.0, rope_scaling={"type": "longrope", "factor": 4.0}
+        folder,
+        drop=("rope_parameters",),
+        rope_theta=10000.0,
+        rope_scaling={"type": "longrope", "factor": 4.0},
     )
     message = broken_load(folder, UnsupportedModelError)
     assert "config.json" in message and "longrope" in message

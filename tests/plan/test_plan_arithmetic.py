@@ -241,7 +241,8 @@ def test_a_mixture_decode_step_reads_only_the_routed_experts() -> None:
     # Batch 1: everything but the 6 experts per layer it was not routed to, and one embedding row.
     unread_experts = params.experts * element * 6 // 8
     assert one.bytes_per_step == pytest.approx(
-        plan.weights_bytes_per_device - unread_experts - params.embedding * element + 4096 * element + kv, rel=1e-9
+        plan.weights_bytes_per_device - unread_experts - params.embedding * element + 4096 * element + kv,
+        rel=1e-9,
     )
     assert many.bytes_per_step > plan.weights_bytes_per_device - params.embedding * element
     assert one.bytes_per_step < 0.3 * plan.weights_bytes_per_device
