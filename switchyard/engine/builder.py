@@ -127,7 +127,9 @@ def build_engine_parts(config: EngineConfig) -> EngineParts:
     arch = ModelArchConfig.from_folder(folder)
     dtype = _model_dtype(config, arch, device)
     kv_dtype = resolve_kv_cache_dtype(config.kv_cache_dtype, dtype)
-    if config.max_model_len and config.max_model_len > arch.max_position_embeddings:
+    # Dynamic NTK rescales rotary positions past the trained context (that is its purpose); others may not go.
+    extends = arch.rope.rope_type == "dynamic"
+    if config.max_model_len and config.max_model_len > arch.max_position_embeddings and not extends:
         raise ValueError(
             f"max_model_len {config.max_model_len} exceeds the model's max_position_embeddings "
             f"{arch.max_position_embeddings}"
