@@ -215,7 +215,10 @@ def build_scheduling_state(
     priorities, then weighted fair share between the config's tenants)."""
     num_blocks = parts.kv_budget.num_blocks
     block_manager = BlockManager(
-        num_blocks, config.block_size, enable_prefix_cache=config.enable_prefix_caching
+        num_blocks,
+        config.block_size,
+        enable_prefix_cache=config.enable_prefix_caching,
+        window=parts.model.config.release_window,
     )
     runner = ModelRunner(
         parts.model, num_blocks, config.block_size, parts.dtype, parts.device, parts.kv_dtype

@@ -187,6 +187,7 @@ class LLMEngine:
             seq.num_computed_tokens += num_new
             if seq.seq_id not in verifying:  # drafts are not cached before they are verified
                 self.block_manager.cache_full_blocks(seq)
+                self.block_manager.release_outside_window(seq)
         self._outputs.record_prompt_logprobs(result, self.scheduler.running)
         touched = self._sample(result)
         if verifying:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -112,18 +113,28 @@ class AttentionMetadata:
         decode_tables = decode_mask = None
         if num_decodes:
             lens_cpu = torch.tensor(decode_context_lens, dtype=torch.long)
-            width = -(-int(lens_cpu.max()) // block_size)
-            # Tables may own a block beyond the context (allocated ahead); cut them to the width first.
-            tables = [t if len(t) <= width else t[:width] for t in decode_block_tables]
+            if sliding_window is None:
+                width = -(-int(lens_cpu.max()) // block_size)
+                # Tables may own a block beyond the context (allocated ahead); cut them to the width first.
+                tables = [t if len(t) <= width else t[:width] for t in decode_block_tables]
+                key_pos = torch.arange(width * block_size, device=device)[None, :]
+            else:
+                # Under a window, gather each sequence's blocks from the first one its query can see: the
+                # work per decode stays bounded however long the sequence grows.
+                firsts = [max(0, n - sliding_window) // block_size for n in decode_context_lens]
+                ends = [-(-n // block_size) for n in decode_context_lens]
+                width = max(end - first for first, end in zip(firsts, ends, strict=True))
+                tables = [t[f:e] for t, f, e in zip(decode_block_tables, firsts, ends, strict=True)]
+                offsets = torch.tensor(firsts, dtype=torch.long, device=device)[:, None] * block_size
+                key_pos = offsets + torch.arange(width * block_size, device=device)[None, :]
             padded = np.zeros((num_decodes, width), dtype=np.int64)
             owned = np.arange(width)[None, :] < np.array([len(t) for t in tables])[:, None]
             padded[owned] = list(itertools.chain.from_iterable(tables))
             decode_tables = torch.from_numpy(padded).to(device)
             lens = lens_cpu.to(device)
-            key_pos = torch.arange(width * block_size, device=device)
-            decode_mask = key_pos[None, :] < lens[:, None]
+            decode_mask = key_pos < lens[:, None]
             if sliding_window is not None:
-                decode_mask &= key_pos[None, :] >= (lens[:, None] - sliding_window)
+                decode_mask &= key_pos >= (lens[:, None] - sliding_window)
             decode_mask = decode_mask[:, None, None, :]
         prefills = []
         for start, end, context_len, table in prefill_spans:
@@ -155,6 +166,19 @@ class AttentionMetadata:
             prefills=prefills,
             verify=_verify_batch(verify_spans, block_size, device, sliding_window) if verify_spans else None,
         )
+
+
+def metadata_per_layer(
+    layer_windows: tuple[int | None, ...], sliding_window: int | None, **build: Any
+) -> AttentionMetadata | list[AttentionMetadata]:
+    """The step's metadata for a model whose layers may have different windows (`ModelArchConfig.layer_windows`,
+    empty when they all use `sliding_window`): one build per distinct window, shared by its layers."""
+    if not layer_windows:
+        return AttentionMetadata.build(sliding_window=sliding_window, **build)
+    by_window = {
+        window: AttentionMetadata.build(sliding_window=window, **build) for window in set(layer_windows)
+    }
+    return [by_window[window] for window in layer_windows]
 
 
 def write_kv(

@@ -101,6 +101,14 @@ class ModelArchConfig:
         return self.layer_windows[layer] if self.layer_windows else self.sliding_window
 
     @property
+    def release_window(self) -> int | None:
+        """The window past which KV blocks may be released: every layer attends within it. None when some
+        layer attends to the whole context (its keys are all needed, and a block holds every layer's)."""
+        if self.layer_windows and any(w is None for w in self.layer_windows):
+            return None
+        return max(self.layer_windows) if self.layer_windows else self.sliding_window  # type: ignore[type-var]
+
+    @property
     def q_size(self) -> int:
         return self.num_attention_heads * self.head_dim
 
@@ -133,6 +141,7 @@ class ModelArchConfig:
         try:
             hidden_size = int(raw["hidden_size"])
             num_heads = int(raw["num_attention_heads"])
+            windows = _sliding_windows(raw, model_type, source)
             config = cls(
                 architecture=architecture,
                 model_type=model_type,
@@ -150,7 +159,8 @@ class ModelArchConfig:
                 attention_bias=_attention_bias(raw, model_type),
                 qk_norm=model_type in ("qwen3", "qwen3_moe"),
                 rope=_rope_config(raw, source),
-                sliding_window=_sliding_window(raw, model_type, source),
+                sliding_window=windows[0],
+                layer_windows=windows[1],
                 bos_token_id=raw.get("bos_token_id"),
                 eos_token_ids=_as_ids(raw.get("eos_token_id")),
                 torch_dtype=raw.get("dtype") or raw.get("torch_dtype"),
@@ -257,19 +267,47 @@ def _yarn_attention_factor(params: dict[str, Any], factor: float) -> float:
     return mscale(factor)
 
 
-def _sliding_window(raw: dict[str, Any], model_type: str, source: str | None) -> int | None:
+def _sliding_windows(
+    raw: dict[str, Any], model_type: str, source: str | None
+) -> tuple[int | None, tuple[int | None, ...]]:
+    """(window, per-layer windows): the per-layer tuple is empty when every layer uses `window` (None: none).
+
+    Mistral and Mixtral window every layer. Qwen configs carry a window that applies only when
+    `use_sliding_window` is set: Qwen3-MoE then windows every layer, Qwen2, Qwen3 and Qwen2-MoE only the layers
+    `layer_types` names "sliding_attention" (derived from `max_window_layers` as transformers does when a
+    config predates `layer_types`)."""
     window = raw.get("sliding_window")
-    if model_type in ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe"):
-        # Qwen configs carry a window that only applies when use_sliding_window is set, and then only to
-        # some layers (max_window_layers); that per-layer mix is not implemented.
-        if raw.get("use_sliding_window"):
-            raise UnsupportedModelError(
-                "use_sliding_window=true (per-layer sliding window) is not supported", source
-            )
-        return None
-    if model_type in ("mistral", "mixtral") and window is not None:
-        return int(window)
-    return None
+    if model_type in ("mistral", "mixtral"):
+        return (int(window) if window is not None else None), ()
+    if model_type not in ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe") or not raw.get("use_sliding_window"):
+        return None, ()
+    if not window or int(window) < 1:
+        raise ModelLoadError(f"use_sliding_window is set but sliding_window is {window!r}", source)
+    window = int(window)
+    if model_type == "qwen3_moe":
+        return window, ()
+    layers = int(raw["num_hidden_layers"])
+    types = raw.get("layer_types") or _derived_layer_types(raw, model_type, layers)
+    if len(types) != layers or set(types) - {"full_attention", "sliding_attention"}:
+        raise UnsupportedModelError(
+            f"layer_types must name full_attention or sliding_attention for each of {layers} layers", source
+        )
+    per_layer = tuple(window if kind == "sliding_attention" else None for kind in types)
+    if all(w == window for w in per_layer):
+        return window, ()
+    if not any(per_layer):
+        return None, ()
+    return window, per_layer
+
+
+def _derived_layer_types(raw: dict[str, Any], model_type: str, layers: int) -> list[str]:
+    """transformers' rule for configs without `layer_types` (it differs between Qwen2 and Qwen2-MoE)."""
+    bound = int(raw.get("max_window_layers", 28))
+    if model_type == "qwen2_moe":
+        sliding = [bool((i + 1) % 2) and i < bound for i in range(layers)]
+    else:
+        sliding = [i >= bound for i in range(layers)]
+    return ["sliding_attention" if s else "full_attention" for s in sliding]
 
 
 def _moe_config(raw: dict[str, Any], model_type: str, source: str | None) -> MoEConfig | None:

@@ -141,13 +141,17 @@ class LlamaForCausalLM(nn.Module):
         input_ids: torch.Tensor,
         positions: torch.Tensor,
         kv_caches: KVCaches,
-        metadata: AttentionMetadata,
+        metadata: AttentionMetadata | list[AttentionMetadata],
     ) -> torch.Tensor:
-        """input_ids and positions: [T]; returns final normalised hidden states [T, hidden]."""
+        """input_ids and positions: [T]; returns final normalised hidden states [T, hidden].
+
+        `metadata` is one for every layer, or a list with one per layer where layers' windows differ
+        (`attention.metadata_per_layer`)."""
         hidden = self.model.embed_tokens(input_ids)
         cos, sin = self.rotary.cos_sin(positions, hidden.dtype)
-        for layer, kv_cache in zip(self.model.layers, kv_caches, strict=True):
-            hidden = layer(hidden, cos, sin, kv_cache, metadata)
+        per_layer = metadata if isinstance(metadata, list) else [metadata] * len(self.model.layers)
+        for layer, kv_cache, layer_metadata in zip(self.model.layers, kv_caches, per_layer, strict=True):
+            hidden = layer(hidden, cos, sin, kv_cache, layer_metadata)
         return self.model.norm(hidden)
 
     @torch.inference_mode()

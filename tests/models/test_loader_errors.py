@@ -208,10 +208,23 @@ def test_gelu_activation_is_unsupported(folder: Path) -> None:
     assert "config.json" in message and "gelu" in message
 
 
-def test_qwen_per_layer_sliding_window_is_unsupported(folder: Path) -> None:
+def test_qwen_sliding_window_without_a_window_is_an_error(folder: Path) -> None:
     edit_config(folder, architectures=["Qwen2ForCausalLM"], model_type="qwen2", use_sliding_window=True)
-    message = broken_load(folder, UnsupportedModelError)
+    message = broken_load(folder, ModelLoadError)
     assert "config.json" in message and "use_sliding_window" in message
+
+
+def test_unknown_layer_types_are_unsupported(folder: Path) -> None:
+    edit_config(
+        folder,
+        architectures=["Qwen2ForCausalLM"],
+        model_type="qwen2",
+        use_sliding_window=True,
+        sliding_window=8,
+        layer_types=["chunked_attention", "full_attention"],
+    )
+    message = broken_load(folder, UnsupportedModelError)
+    assert "config.json" in message and "layer_types" in message
 
 
 @pytest.mark.parametrize(

@@ -62,6 +62,12 @@ YARN_ROPE: dict[str, Any] = {
     "original_max_position_embeddings": 64,
 }
 
+QWEN_WINDOWS: dict[str, Any] = {
+    "use_sliding_window": True,
+    "sliding_window": SLIDING_WINDOW,
+    "max_window_layers": 1,
+}
+
 # name -> (arch, config overrides). The tiny shape has 4 query heads and 2 KV heads (GQA) and untied
 # embeddings; each architecture also runs as MQA (1 KV head) with tied embeddings.
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -74,6 +80,11 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "llama-rope-yarn": ("llama", {"rope_parameters": YARN_ROPE}),
     "qwen3_moe-rope-yarn": ("qwen3_moe", {"rope_parameters": YARN_ROPE}),
     "mixtral-sliding-window": ("mixtral", {"sliding_window": SLIDING_WINDOW}),
+    # Per-layer windows: Qwen2 windows the layers from max_window_layers on (layer 1 here), Qwen2-MoE the
+    # even-indexed ones below it (layer 0 here); the other layer attends to everything.
+    "qwen2-layer-windows": ("qwen2", QWEN_WINDOWS),
+    "qwen2_moe-layer-windows": ("qwen2_moe", {**QWEN_WINDOWS, "max_window_layers": 2}),
+    "qwen3_moe-sliding-window": ("qwen3_moe", {"use_sliding_window": True, "sliding_window": SLIDING_WINDOW}),
     # Qwen2-MoE's layer 0 a dense MLP (mlp_only_layers), layer 1 the expert mixture with its shared expert.
     "qwen2_moe-dense-layer-0": ("qwen2_moe", {"mlp_only_layers": [0]}),
 }
@@ -302,6 +313,29 @@ def test_legacy_rope_scaling_config_loads_the_same(variant: str, tmp_path: Path)
         _, model_cls = ARCHS[arch]
         legacy_hf = model_cls.from_pretrained(legacy, dtype=torch.float32).eval()
         assert max_error(hf_logits(legacy_hf, prompt)[-1], expected) < FP32_ATOL, style
+
+
+@pytest.mark.parametrize(
+    ("variant", "expected"), [("qwen2-layer-windows", (None, 8)), ("qwen2_moe-layer-windows", (8, None))]
+)
+def test_per_layer_windows_are_exercised(
+    variant: str, expected: tuple[int | None, ...], tmp_path: Path
+) -> None:
+    """The Qwen per-layer variants really mix a windowed and a full layer, on both sides: Switchyard's config
+    reads the same layer as windowed as transformers' layer_types, and transformers' logits change when the
+    window is taken away."""
+    arch, overrides = VARIANTS[variant]
+    hf = build_hf_model(arch, tmp_path, initializer_range=INITIALIZER_RANGE, **overrides)
+    config = load_model(tmp_path).config
+    assert tuple(config.window_of(i) for i in range(2)) == expected
+    assert [t == "sliding_attention" for t in hf.config.layer_types] == [w is not None for w in expected]
+    assert config.release_window is None  # a full-attention layer needs every block
+    prompt = random_prompts((max(PROMPT_LENGTHS),), seed=11)[0]
+    windowed = hf_logits(hf, prompt)[-1]
+    hf.config.layer_types = ["full_attention"] * 2
+    for layer in hf.model.layers:
+        layer.self_attn.sliding_window = None
+    assert max_error(windowed, hf_logits(hf, prompt)[-1]) > 100 * FP32_ATOL
 
 
 def test_sliding_window_is_exercised(tmp_path: Path) -> None:
