@@ -122,6 +122,8 @@ class PagedRunner:
             decode_context_lens=decode_lens,
             prefill_spans=spans,
             device=self.device,
+            attention_sinks=config.attention_sinks,
+            rotation=self.model.rotary.rotation if config.attention_sinks else None,
         )
         hidden = self.model(
             torch.tensor(ids, device=self.device),

@@ -33,9 +33,11 @@ class BlockManager:
         block_size: int,
         enable_prefix_cache: bool = False,
         window: int | None = None,
+        sinks: int = 0,
     ) -> None:
         """`window`: release blocks outside it as sequences grow (every layer of the model must attend
-        within it); None keeps every block until the sequence ends."""
+        within it); None keeps every block until the sequence ends. `sinks`: the first tokens every query
+        also attends (StreamingLLM), whose blocks are kept."""
         if num_blocks < 1 + (window is not None) or block_size < 1:
             raise ValueError("num_blocks and block_size must be >= 1 (2 blocks with a window)")
         if window is not None and window < 1:
@@ -43,6 +45,7 @@ class BlockManager:
         self.num_blocks = num_blocks
         self.block_size = block_size
         self.window = window
+        self._sink_blocks = -(-sinks // block_size)
         self.ref_counts = [0] * num_blocks
         reserved = 1 if window is not None else 0
         self._free: deque[int] = deque(range(reserved, num_blocks))
@@ -126,7 +129,8 @@ class BlockManager:
             del seq.block_table[keep:]
 
     def release_outside_window(self, seq: Sequence) -> int:
-        """Release seq's uncached blocks that no query still to come attends to; return how many.
+        """Release seq's uncached blocks, past the sinks', that no query still to come attends to; return how
+        many.
 
         The next query sits at position `num_computed_tokens` and sees keys k with q - window < k <= q, so
         every key at or below num_computed_tokens - window is done with, in every layer."""
@@ -135,7 +139,7 @@ class BlockManager:
         done = (seq.num_computed_tokens - self.window + 1) // self.block_size
         released = 0
         table = seq.block_table
-        for index in range(seq.num_cached_blocks, min(done, len(table))):
+        for index in range(max(seq.num_cached_blocks, self._sink_blocks), min(done, len(table))):
             if table[index] != NULL_BLOCK:
                 self._release([table[index]])
                 table[index] = NULL_BLOCK

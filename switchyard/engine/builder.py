@@ -40,7 +40,7 @@ from switchyard.engine.spec.speculator import SpeculatorProposer
 from switchyard.engine.spec.step import SpeculativeStep
 from switchyard.engine.structured.admission import GrammarAdmission
 from switchyard.errors import ModelLoadError
-from switchyard.models.config import ModelArchConfig
+from switchyard.models.config import ModelArchConfig, with_long_context
 from switchyard.models.cpu_bf16 import auto_dtype, cpu_has_native_bf16
 from switchyard.models.kv_cache_dtype import resolve_kv_cache_dtype
 from switchyard.models.llama import LlamaForCausalLM
@@ -124,11 +124,14 @@ def build_engine_parts(config: EngineConfig) -> EngineParts:
     """Load the model (and draft or speculator), then size the KV cache from the memory that is left."""
     device = config.resolved_device()
     folder = model_folder(config.model)
-    arch = ModelArchConfig.from_folder(folder)
+    arch = with_long_context(
+        ModelArchConfig.from_folder(folder), config.sliding_window, config.attention_sinks
+    )
     dtype = _model_dtype(config, arch, device)
     kv_dtype = resolve_kv_cache_dtype(config.kv_cache_dtype, dtype)
-    # Dynamic NTK rescales rotary positions past the trained context (that is its purpose); others may not go.
-    extends = arch.rope.rope_type == "dynamic"
+    # Dynamic NTK rescales rotary positions past the trained context, and a window the user asked for keeps
+    # every query-key distance within it: both may serve longer sequences; other models may not.
+    extends = arch.rope.rope_type == "dynamic" or config.sliding_window is not None
     if config.max_model_len and config.max_model_len > arch.max_position_embeddings and not extends:
         raise ValueError(
             f"max_model_len {config.max_model_len} exceeds the model's max_position_embeddings "
@@ -143,7 +146,7 @@ def build_engine_parts(config: EngineConfig) -> EngineParts:
     generation = load_generation_defaults(folder)
 
     rss_before = peak_rss_bytes()
-    model = load_model(folder, dtype, device, max_positions=max_model_len)
+    model = load_model(folder, dtype, device, max_positions=max_model_len, config=arch)
     weights = model_bytes(model)
     pack = config.pack_weights and can_pack(device, dtype)
     if pack:
@@ -219,6 +222,7 @@ def build_scheduling_state(
         config.block_size,
         enable_prefix_cache=config.enable_prefix_caching,
         window=parts.model.config.release_window,
+        sinks=parts.model.config.attention_sinks,
     )
     runner = ModelRunner(
         parts.model, num_blocks, config.block_size, parts.dtype, parts.device, parts.kv_dtype

@@ -8,6 +8,7 @@ prompt-logprob rows, when asked) go through the LM head, which on large vocabula
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -72,6 +73,11 @@ class ModelRunner:
         config = model.config
         self.sliding_window = config.sliding_window
         self.layer_windows = config.layer_windows
+        self.streaming: dict[str, Any] = (
+            {"attention_sinks": config.attention_sinks, "rotation": model.rotary.rotation}
+            if config.attention_sinks
+            else {}
+        )
         # One tensor for all layers: [layers, K/V, blocks, block_size, kv_heads, head_dim]. Zero-filled so that
         # masked-out slots never hold NaN (0 * NaN would leak through the attention weights).
         self.kv_cache = torch.zeros(
@@ -170,6 +176,7 @@ class ModelRunner:
             prefill_spans=spans[batched:],
             device=device,
             verify_spans=spans[:batched] or None,
+            **self.streaming,
         )
         return StepInputs(
             input_ids=torch.tensor(input_ids, dtype=torch.long, device=device),
@@ -220,6 +227,7 @@ class ModelRunner:
             decode_context_lens=[],
             prefill_spans=[(0, num_tokens, num_tokens, table)],
             device=self.device,
+            **self.streaming,
         )
         ids = torch.zeros(num_tokens, dtype=torch.long, device=self.device)
         # Positions wrap at the rotary table's length; only the shapes matter for profiling.

@@ -22,6 +22,12 @@ import torch
 import torch.nn.functional as F
 
 from switchyard.models.kv_cache_dtype import as_stored, copyable, narrow
+from switchyard.models.streaming_attention import (
+    Rotation,
+    StreamingSpan,
+    build_streaming_spans,
+    streaming_attention,
+)
 
 
 @dataclass
@@ -90,6 +96,10 @@ class AttentionMetadata:
     """[num_decodes, 1, 1, max_blocks * block_size] which gathered slots each decode may attend to."""
     prefills: list[PrefillSpan] = field(default_factory=list)
     verify: VerifyBatch | None = None
+    streaming: list[StreamingSpan] | None = None
+    """Attention sinks (`streaming_attention`): every query of the step, in spans, instead of the above."""
+    rotation: Rotation | None = None
+    """With `streaming`: the model's pure rotary rotation, to move the sinks' keys."""
 
     @classmethod
     def build(
@@ -103,12 +113,30 @@ class AttentionMetadata:
         device: torch.device,
         sliding_window: int | None = None,
         verify_spans: list[tuple[int, int, int, list[int]]] | None = None,
+        attention_sinks: int = 0,
+        rotation: Rotation | None = None,
     ) -> AttentionMetadata:
         """Make the metadata from plain lists; all tensors and masks are derived here, once per step.
 
         prefill_spans holds (start, end, context_len, block_table) per prefill chunk; verify_spans the same for
-        consecutive verification chunks, attended together.
+        consecutive verification chunks, attended together. With `attention_sinks` (and a `sliding_window`),
+        every query attends the StreamingLLM way instead (`streaming_attention`; `rotation` required).
         """
+        if attention_sinks:
+            if sliding_window is None or rotation is None:
+                raise ValueError("attention sinks need a sliding window and the model's rotation")
+            decodes = [
+                (i, i + 1, n, table)
+                for i, (n, table) in enumerate(zip(decode_context_lens, decode_block_tables, strict=True))
+            ]
+            every = decodes + list(verify_spans or ()) + prefill_spans
+            return cls(
+                slot_mapping=slot_mapping,
+                block_size=block_size,
+                num_decode_tokens=len(decodes),
+                streaming=build_streaming_spans(every, block_size, attention_sinks, sliding_window, device),
+                rotation=rotation,
+            )
         num_decodes = len(decode_context_lens)
         decode_tables = decode_mask = None
         if num_decodes:
@@ -205,6 +233,8 @@ def paged_attention(
 
     Keys and values of this step must already be written to the cache (write_kv).
     """
+    if metadata.streaming is not None and metadata.rotation is not None:
+        return streaming_attention(query, k_cache, v_cache, metadata.streaming, scale, metadata.rotation)
     num_decodes = metadata.num_decode_tokens
     if num_decodes == query.shape[0]:  # a pure decode step: no prefill chunks, no output assembly
         return _decode_attention(query, k_cache, v_cache, metadata, scale)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass
@@ -95,6 +96,9 @@ class ModelArchConfig:
     layer_windows: tuple[int | None, ...] = ()
     """Per-layer sliding window (None: full attention), when layers differ (Qwen2 `max_window_layers`); empty
     when every layer uses `sliding_window`."""
+    attention_sinks: int = 0
+    """StreamingLLM mode (`with_long_context`): every query also sees the first this many tokens, at cache
+    positions (`streaming_attention`); 0 for a plain model."""
 
     def window_of(self, layer: int) -> int | None:
         """The sliding window of one layer, or None where it attends to the whole context."""
@@ -360,3 +364,30 @@ def _check_moe(moe: MoEConfig, source: str | None) -> None:
         )
     if moe.shared_expert_intermediate_size < 0:
         raise ModelLoadError("shared_expert_intermediate_size must not be negative", source)
+
+
+def with_long_context(
+    config: ModelArchConfig, sliding_window: int | None, attention_sinks: int
+) -> ModelArchConfig:
+    """The model served with a window the checkpoint does not have (`--sliding-window`), optionally keeping
+    `attention_sinks` first tokens (`--attention-sinks`, StreamingLLM); raises ValueError naming the flags
+    where they cannot apply."""
+    if sliding_window is None:
+        if attention_sinks:
+            raise ValueError(
+                "--attention-sinks needs --sliding-window (the recent tokens kept beside the sinks)"
+            )
+        return config
+    if config.sliding_window is not None or config.layer_windows:
+        raise ValueError(
+            f"{config.architecture} has its own sliding window ({config.sliding_window}); --sliding-window and "
+            "--attention-sinks are for models without one"
+        )
+    if sliding_window < 1 or attention_sinks < 0:
+        raise ValueError("--sliding-window must be >= 1 and --attention-sinks >= 0")
+    if sliding_window + attention_sinks > config.max_position_embeddings:
+        raise ValueError(
+            f"--sliding-window {sliding_window} plus --attention-sinks {attention_sinks} exceed the model's "
+            f"max_position_embeddings ({config.max_position_embeddings}): distances it was never trained on"
+        )
+    return dataclasses.replace(config, sliding_window=sliding_window, attention_sinks=attention_sinks)

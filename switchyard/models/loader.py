@@ -79,12 +79,14 @@ def load_model(
     dtype: str | torch.dtype = "float32",
     device: str | torch.device = "cpu",
     max_positions: int | None = None,
+    config: ModelArchConfig | None = None,
 ) -> LlamaForCausalLM:
-    """Build the model described by `folder/config.json` and fill it from the folder's safetensors."""
+    """Build the model described by `folder/config.json` (or by `config`, read from it and adjusted, e.g.
+    `with_long_context`) and fill it from the folder's safetensors."""
     folder = Path(folder)
     if not folder.is_dir():
         raise ModelLoadError("model folder not found", str(folder))
-    config = ModelArchConfig.from_folder(folder)
+    config = config or ModelArchConfig.from_folder(folder)
     torch_dtype = parse_dtype(dtype)
     device = torch.device(device)
     with torch.device("meta"):

@@ -81,14 +81,23 @@ class RotaryEmbedding(torch.nn.Module):
     def __init__(self, rope: RopeConfig, head_dim: int, max_positions: int, max_position_embeddings: int):
         super().__init__()
         if rope.rope_type == "dynamic":
-            freqs = dynamic_ntk_angles(rope, head_dim, max_positions, max_position_embeddings)
+            emb = _halves(dynamic_ntk_angles(rope, head_dim, max_positions, max_position_embeddings))
+            cos, sin = emb.cos(), emb.sin()
         else:
             inv_freq = inverse_frequencies(rope, head_dim, max_position_embeddings)
-            freqs = torch.outer(torch.arange(max_positions, dtype=torch.float32), inv_freq)
-        emb = torch.cat((freqs, freqs), dim=-1)
+            emb = _halves(torch.outer(torch.arange(max_positions, dtype=torch.float32), inv_freq))
+            cos, sin = emb.cos(), emb.sin()
+            if max_positions > max_position_embeddings:
+                # Past the trained context (attention sinks and windows reach it) no reference fixes the
+                # rounding, and a float32 angle near position 1e5 is off by ~0.01 rad: those rows are computed
+                # in float64, so relative angles stay exact however far a stream runs.
+                beyond = torch.arange(max_position_embeddings, max_positions, dtype=torch.float64)
+                far = _halves(torch.outer(beyond, inv_freq.double()))
+                cos[max_position_embeddings:], sin[max_position_embeddings:] = far.cos(), far.sin()
+        self.attention_factor = rope.attention_factor
         # YaRN scales cos and sin (its attention temperature); a factor of 1.0 leaves the tables bit-exact.
-        self.register_buffer("cos_table", emb.cos() * rope.attention_factor, persistent=False)
-        self.register_buffer("sin_table", emb.sin() * rope.attention_factor, persistent=False)
+        self.register_buffer("cos_table", cos * rope.attention_factor, persistent=False)
+        self.register_buffer("sin_table", sin * rope.attention_factor, persistent=False)
 
     def cos_sin(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """[T, 1, head_dim] tables for the given positions, cast to the activation dtype once per step."""
@@ -96,6 +105,17 @@ class RotaryEmbedding(torch.nn.Module):
             self.cos_table.index_select(0, positions).to(dtype).unsqueeze(1),
             self.sin_table.index_select(0, positions).to(dtype).unsqueeze(1),
         )
+
+    def rotation(self, shifts: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """[N, head_dim] cos and sin of a pure rotation by `shifts` positions (no YaRN factor): applied to a
+        key already rotated at position s, it gives the key rotated at s + shift."""
+        cos = self.cos_table.index_select(0, shifts) / self.attention_factor
+        sin = self.sin_table.index_select(0, shifts) / self.attention_factor
+        return cos.to(dtype), sin.to(dtype)
+
+
+def _halves(freqs: torch.Tensor) -> torch.Tensor:
+    return torch.cat((freqs, freqs), dim=-1)
 
 
 def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:

@@ -97,3 +97,49 @@ def test_speculation_with_a_window_gives_the_same_tokens(mistral_dir: Path) -> N
     tokens, in_use = grow(speculating, 100)
     assert tokens == plain
     assert max(in_use) <= WINDOW // BLOCK_SIZE + 2 + len(PROMPT) // BLOCK_SIZE + 2  # + the drafts' blocks
+
+
+@pytest.fixture(scope="module")
+def llama_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny Llama trained for 64 positions and no window of its own."""
+    folder = tmp_path_factory.mktemp("tiny-llama-64")
+    build_hf_model("llama", folder, seed=6, max_position_embeddings=64, initializer_range=0.1)
+    build_tokenizer(folder, vocab_size=320)
+    return folder
+
+
+@pytest.mark.parametrize("sinks", [0, 4])
+def test_a_stream_decodes_past_max_position_embeddings_with_bounded_kv(llama_dir: Path, sinks: int) -> None:
+    """--sliding-window 16 (--attention-sinks 4): 400 tokens from a model trained for 64 positions, its KV
+    bounded by the window's blocks plus the sinks' (prefix caching on, as by default)."""
+    llm = engine_for(llama_dir, max_model_len=1024, sliding_window=WINDOW, attention_sinks=sinks)
+    engine = llm.engine
+    assert engine.max_model_len > engine.model_config.max_position_embeddings
+    generated, in_use = grow(engine, 400)
+    assert len(generated) == 400
+    bound = WINDOW // BLOCK_SIZE + 2 + -(-sinks // BLOCK_SIZE) + len(PROMPT) // BLOCK_SIZE
+    assert max(in_use) <= bound
+    assert engine.block_manager.num_window_released >= (411 - WINDOW) // BLOCK_SIZE - bound
+
+
+def test_structured_outputs_and_prefix_caching_hold_with_sinks(llama_dir: Path) -> None:
+    from switchyard.engine.structured.params import StructuredOutputsParams
+
+    llm = engine_for(llama_dir, max_model_len=1024, sliding_window=WINDOW, attention_sinks=4)
+    params = SamplingParams(
+        temperature=0, max_tokens=60, structured_outputs=StructuredOutputsParams(regex="(ab|cd){5,30}")
+    )
+    prompt = PROMPT * 4
+    first = llm.generate([prompt], params)[0].outputs[0].text
+    assert first and all(first[i : i + 2] in ("ab", "cd") for i in range(0, len(first), 2))
+    second = llm.generate([prompt], params)[0]
+    assert second.num_cached_tokens > 0 and second.outputs[0].text == first
+
+
+def test_combinations_that_cannot_work_are_refused_by_name(llama_dir: Path, mistral_dir: Path) -> None:
+    with pytest.raises(ValueError, match=r"speculative decoding \(ngram\).*attention sinks"):
+        engine_for(llama_dir, sliding_window=WINDOW, attention_sinks=4, speculative_method="ngram")
+    with pytest.raises(ValueError, match="has its own sliding window"):
+        engine_for(mistral_dir, sliding_window=WINDOW)
+    with pytest.raises(ValueError, match="exceeds the model's max_position_embeddings"):
+        engine_for(llama_dir, max_model_len=1024)  # without a window the trained context is the limit
