@@ -24,7 +24,8 @@ class ExpertLoadMeter:
     _totals: dict[tuple[int, int], int] = field(default_factory=dict)
 
     def totals(self) -> dict[tuple[int, int], int]:
-        """{(layer, expert): tokens routed there since load}; empty for a dense model."""
+        """{(layer, expert): tokens routed there since load}; empty for a dense model. Between two reads the
+        same dict is returned (a snapshot never mutated), so a consumer can skip an unchanged one by identity."""
         moe = self.model.config.moe
         if moe is None or not moe.sparse_layers:
             return {}
@@ -38,4 +39,4 @@ class ExpertLoadMeter:
                     for expert, count in enumerate(row)
                 }
             self._last_read = now
-        return dict(self._totals)
+        return self._totals
