@@ -72,13 +72,25 @@ def prompt_logprobs(engine: LLMEngine, tokens: list[int]) -> tuple[list[float], 
     return logprobs, peak
 
 
+def restarted(engine: LLMEngine, tokens: list[int], piece: int) -> dict[str, object]:
+    """The text's difficulty by segment, for reference: each `piece` tokens read as a prompt of its own (the
+    first token of a piece, predicted from no context, is left out)."""
+    logprobs: list[float] = []
+    for start in range(0, len(tokens), piece):
+        values, _ = prompt_logprobs(engine, tokens[start : start + piece])
+        logprobs += [math.nan] * (start > 0) + values  # logprobs[i] still predicts token i + 1
+    return {"perplexity_by_positions": by_segment(logprobs)}
+
+
 def by_segment(logprobs: list[float]) -> dict[str, float]:
-    """Perplexity over the predictions of positions [start, end) (logprobs[i] predicts token i + 1)."""
+    """Perplexity over the predictions of positions [start, end) (logprobs[i] predicts token i + 1; NaN: no
+    prediction there)."""
     out = {}
     for start, end in SEGMENTS:
         part = logprobs[start - 1 : end - 1]
-        if part:
-            out[f"{start}-{start - 1 + len(part)}"] = math.exp(-sum(part) / len(part))
+        known = [value for value in part if not math.isnan(value)]
+        if known:
+            out[f"{start}-{start - 1 + len(part)}"] = math.exp(-sum(known) / len(known))
     return out
 
 
@@ -115,7 +127,8 @@ def main() -> None:
             tokens,
         ),
     }
-    runs = {}
+    runs: dict[str, object] = {"plain, restarted every 1024 tokens": restarted(plain, tokens, 1024)}
+    print(runs, flush=True)
     for name, (engine, stream) in modes.items():
         started = time.perf_counter()
         logprobs, peak = prompt_logprobs(engine, stream)
