@@ -8,6 +8,7 @@ import torch
 
 from switchyard.engine.scheduler import SchedulerConfig
 from switchyard.models.kv_cache_dtype import KV_CACHE_DTYPES
+from switchyard.models.quantization.methods import QUANTIZATION_METHODS
 
 KV_FULL_POLICIES = ("queue", "preempt", "reject")
 
@@ -28,8 +29,14 @@ class EngineConfig:
     kv_cache_dtype: str = "auto"
     """Storage dtype of KV cache entries: auto (the model's), float32, bfloat16, float16, fp8 (= fp8_e4m3) or
     fp8_e5m2 (`models.kv_cache_dtype`). Narrower entries fit more sequences and read faster in decode."""
+    quantization: str | None = None
+    """int8, w8a8 or int4 (`models.quantization`): the decoder's projections quantized at load; None keeps the
+    checkpoint's own (a compressed-tensors int8 or w8a8 checkpoint) or none."""
     device: str = "auto"
     """cpu, cuda, cuda:N, or auto (cuda when present)."""
+    tensor_parallel_size: int = 1
+    """Ranks the model is split over (`engine.parallel`): worker processes beside this one, gloo on CPU, NCCL
+    on CUDA (one GPU per rank, counted from `device`)."""
     block_size: int = 16
     max_model_len: int | None = None
     """Context length served; defaults to the model's max_position_embeddings (which it may exceed with
@@ -101,6 +108,10 @@ class EngineConfig:
             raise ValueError("max_queue_time must be > 0 seconds")
         if self.kv_cache_dtype not in KV_CACHE_DTYPES:
             raise ValueError(f"kv_cache_dtype must be one of {', '.join(KV_CACHE_DTYPES)}")
+        if self.quantization is not None and self.quantization not in QUANTIZATION_METHODS:
+            raise ValueError(f"quantization must be one of {', '.join(QUANTIZATION_METHODS)}")
+        if self.tensor_parallel_size < 1:
+            raise ValueError("tensor_parallel_size must be >= 1")
         if self.kv_full_policy not in KV_FULL_POLICIES:
             raise ValueError(f"kv_full_policy must be one of {', '.join(KV_FULL_POLICIES)}")
         if any(w <= 0 for w in self.tenant_weights.values()):
@@ -116,6 +127,11 @@ class EngineConfig:
                 f"speculative decoding ({self.speculative_method}) is not supported with attention sinks: "
                 "verification attends several positions per sequence, which the sinks' per-query rotation "
                 "does not batch; serve with one or the other"
+            )
+        if self.sliding_window is not None and self.tensor_parallel_size > 1:
+            raise ValueError(
+                "--sliding-window / --attention-sinks are not supported with --tensor-parallel-size > 1 yet: "
+                "the other ranks load the checkpoint's own attention; serve on one device"
             )
 
     def resolved_device(self) -> torch.device:

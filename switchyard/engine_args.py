@@ -16,6 +16,8 @@ if TYPE_CHECKING:
 
 KV_CACHE_DTYPE_NAMES = ("auto", "float32", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2")
 """models.kv_cache_dtype's names, listed here for the same reason (tested)."""
+QUANTIZATION_NAMES = ("int8", "w8a8", "int4")
+"""models.quantization's methods, listed here for the same reason (tested)."""
 
 
 def add_engine_args(parser: argparse.ArgumentParser) -> None:
@@ -33,11 +35,26 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
         help="storage dtype of KV cache entries (auto: the model's; fp8 = fp8_e4m3, scale 1)",
     )
     group.add_argument(
+        "--quantization",
+        "-q",
+        default=None,
+        choices=QUANTIZATION_NAMES,
+        help="quantize the decoder's projections at load: int8 (weights, per channel), w8a8 (int8 weights and "
+        "per-token int8 activations) or int4 (weights, groups of 128); default: as the checkpoint is",
+    )
+    group.add_argument(
         "--chat-template",
         default=None,
         help="a Jinja chat template, or a file holding one, instead of the tokenizer's",
     )
     group.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto")
+    group.add_argument(
+        "--tensor-parallel-size",
+        "-tp",
+        type=int,
+        default=1,
+        help="split the model over N ranks (worker processes; gloo on CPU, NCCL on CUDA, one GPU each)",
+    )
     group.add_argument("--block-size", type=int, default=16, help="tokens per KV cache block")
     group.add_argument("--max-model-len", type=int, default=None, help="context length to serve")
     group.add_argument(
@@ -209,7 +226,9 @@ def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:
         chat_template=args.chat_template,
         dtype=args.dtype,
         kv_cache_dtype=args.kv_cache_dtype,
+        quantization=args.quantization,
         device=args.device,
+        tensor_parallel_size=args.tensor_parallel_size,
         block_size=args.block_size,
         max_model_len=args.max_model_len,
         sliding_window=args.sliding_window,

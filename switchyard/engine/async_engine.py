@@ -241,6 +241,11 @@ class AsyncLLMEngine:
         return self.engine.max_model_len
 
     @property
+    def quantization(self) -> str | None:
+        """The weights' quantization method (int8, w8a8, int4) or None: /v1/models reports it."""
+        return self.engine.quantization
+
+    @property
     def generation_defaults(self) -> GenerationDefaults:
         """The model's sampling defaults (generation_config.json), used for fields a request leaves out."""
         return self.engine.generation_defaults
@@ -288,6 +293,9 @@ class AsyncLLMEngine:
         self._fail_all(EngineDeadError("the engine is shutting down"))
         with contextlib.suppress(RuntimeError):  # the executor is already shut down
             await self.run_in_engine_thread(self._abort_all_on_thread)
+            await self.run_in_engine_thread(
+                self.engine.close
+            )  # tensor-parallel ranks, on the thread they use
         self.text.shutdown()
         self._executor.shutdown(wait=False)
 

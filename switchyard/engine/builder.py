@@ -9,7 +9,10 @@ engine receives model folders only: bundled model names are resolved at the conf
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,6 +32,9 @@ from switchyard.engine.memory import (
 )
 from switchyard.engine.model_runner import ModelRunner
 from switchyard.engine.output_processor import OutputProcessor
+from switchyard.engine.parallel.group import RankModelSpec, TensorParallelGroup
+from switchyard.engine.parallel.rank_model import load_rank_model
+from switchyard.engine.parallel.runner import TensorParallelRunner
 from switchyard.engine.policy import PriorityFairPolicy, SchedulingPolicy
 from switchyard.engine.sampler import Sampler
 from switchyard.engine.scheduler import Scheduler, SchedulerConfig
@@ -46,7 +52,11 @@ from switchyard.models.kv_cache_dtype import resolve_kv_cache_dtype
 from switchyard.models.llama import LlamaForCausalLM
 from switchyard.models.loader import load_model, parse_dtype
 from switchyard.models.packed_linear import can_pack, pack_linear_layers
+from switchyard.models.quantization.apply import quantized_buffer_bytes
+from switchyard.models.quantization.checkpoint import checkpoint_quantization
+from switchyard.models.quantization.methods import QuantizationSpec
 from switchyard.models.speculator import Speculator, is_speculator_folder, load_speculator
+from switchyard.models.tensor_parallel import rank_slices
 from switchyard.models.tokenizer import (
     GenerationDefaults,
     eos_token_ids,
@@ -54,6 +64,7 @@ from switchyard.models.tokenizer import (
     load_generation_defaults,
     load_tokenizer,
 )
+from switchyard.quant_gates import read_gate
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -71,6 +82,8 @@ class EngineParts:
     dtype: torch.dtype
     kv_dtype: torch.dtype
     """Storage dtype of KV cache entries (may be narrower than `dtype`)."""
+    quantization: str | None
+    """The decoder projections' quantization method (int8, w8a8, int4), or None."""
     max_model_len: int
     tokenizer: PreTrainedTokenizerBase | None
     eos_token_ids: tuple[int, ...]
@@ -86,6 +99,10 @@ class EngineParts:
     inputs: InputProcessor
     outputs: OutputProcessor
     grammars: GrammarAdmission
+    make_runner: Callable[..., ModelRunner] = ModelRunner
+    """ModelRunner, or under tensor parallelism one that keeps the worker ranks in step."""
+    tensor_parallel: TensorParallelGroup | None = None
+    """The worker ranks (None: one rank); `LLMEngine.close` stops them."""
 
 
 @dataclass
@@ -146,11 +163,54 @@ def build_engine_parts(config: EngineConfig) -> EngineParts:
     generation = load_generation_defaults(folder)
 
     rss_before = peak_rss_bytes()
-    model = load_model(folder, dtype, device, max_positions=max_model_len, config=arch)
-    weights = model_bytes(model)
+    quantization = _quantization(config, folder)
     pack = config.pack_weights and can_pack(device, dtype)
+    tensor_parallel = None
+    if config.tensor_parallel_size > 1:
+        rank_slices(
+            arch, 0, config.tensor_parallel_size
+        )  # a shape that does not split fails before any spawn
+        if (
+            device.type == "cuda"
+            and torch.cuda.device_count() < (device.index or 0) + config.tensor_parallel_size
+        ):
+            raise ValueError(
+                f"--tensor-parallel-size {config.tensor_parallel_size} needs that many GPUs from {device}; "
+                f"{torch.cuda.device_count()} are visible"
+            )
+        if device.type == "cpu" and config.kv_cache_memory is None:
+            # the ranks share this host's memory: each plans its cache from its share of it
+            share = (config.memory_utilization or 0.5) / config.tensor_parallel_size
+            config = dataclasses.replace(config, memory_utilization=share)
+        tensor_parallel = TensorParallelGroup(
+            RankModelSpec(
+                folder=str(folder),
+                dtype=dtype,
+                device=str(device),
+                max_model_len=max_model_len,
+                quantization=config.quantization,
+                pack=pack,
+                world_size=config.tensor_parallel_size,
+            )
+        )
+    try:
+        model = load_rank_model(
+            folder, dtype, device, max_model_len, config.quantization, 0, config.tensor_parallel_size, arch
+        )
+    except BaseException:
+        if tensor_parallel is not None:
+            tensor_parallel.close()
+        raise
+    if quantization is not None:
+        _warn_without_gate(folder, quantization)
+    weights = model_bytes(model) + quantized_buffer_bytes(model)
     if pack:
         pack_linear_layers(model)
+    make_runner = (
+        ModelRunner
+        if tensor_parallel is None
+        else functools.partial(TensorParallelRunner, group=tensor_parallel)
+    )
     speculation = _load_speculation(config, arch, dtype, device, max_model_len, pack)
     scheduler_config = config.scheduler_config(device)
     kv_budget = _size_kv_cache(
@@ -164,6 +224,7 @@ def build_engine_parts(config: EngineConfig) -> EngineParts:
         weights=weights,
         rss_before=rss_before,
         speculation=speculation,
+        make_runner=make_runner,
     )
     logger.info(
         "dtype %s, KV cache entries %s; KV cache budget: %s",
@@ -195,6 +256,7 @@ def build_engine_parts(config: EngineConfig) -> EngineParts:
         device=device,
         dtype=dtype,
         kv_dtype=kv_dtype,
+        quantization=quantization.method if quantization is not None else None,
         max_model_len=max_model_len,
         tokenizer=tokenizer,
         eos_token_ids=eos,
@@ -208,6 +270,8 @@ def build_engine_parts(config: EngineConfig) -> EngineParts:
         inputs=InputProcessor(tokenizer, eos, limits, device, grammars),
         outputs=OutputProcessor(max_model_len, spec_decoder, grammars),
         grammars=grammars,
+        make_runner=make_runner,
+        tensor_parallel=tensor_parallel,
     )
 
 
@@ -224,12 +288,40 @@ def build_scheduling_state(
         window=parts.model.config.release_window,
         sinks=parts.model.config.attention_sinks,
     )
-    runner = ModelRunner(
+    runner = parts.make_runner(
         parts.model, num_blocks, config.block_size, parts.dtype, parts.device, parts.kv_dtype
     )
     policy = policy if policy is not None else PriorityFairPolicy(config.tenant_weights)
     scheduler = Scheduler(parts.scheduler_config, block_manager, policy)
     return SchedulingState(block_manager, runner, scheduler, policy)
+
+
+def _quantization(config: EngineConfig, folder: Path) -> QuantizationSpec | None:
+    """--quantization, else what the checkpoint is quantized as (int8 weights are loaded dequantized, then
+    quantized again per channel: the same int8 values, since each row's largest weight maps to 127 both times)."""
+    if config.quantization is not None:
+        return QuantizationSpec(config.quantization)  # type: ignore[arg-type]
+    return checkpoint_quantization(folder)
+
+
+def _warn_without_gate(folder: Path, quantization: QuantizationSpec) -> None:
+    verdict = read_gate(folder, quantization.method)
+    if verdict is None:
+        logger.warning(
+            "%s quantization of %s has no quality-gate result: run `switchyard eval quant %s --quantization %s` "
+            "before trusting its answers",
+            quantization.method,
+            folder,
+            folder,
+            quantization.method,
+        )
+    elif not verdict.get("passed", False):
+        logger.warning(
+            "%s quantization of %s FAILED its quality gate (%s); serving it anyway",
+            quantization.method,
+            folder,
+            verdict.get("reason", "see `switchyard eval quant`"),
+        )
 
 
 def _model_dtype(config: EngineConfig, arch: ModelArchConfig, device: torch.device) -> torch.dtype:
@@ -311,11 +403,12 @@ def _size_kv_cache(
     weights: int,
     rss_before: int,
     speculation: _Speculation | None,
+    make_runner: Callable[..., ModelRunner] = ModelRunner,
 ) -> KVCacheBudget:
     """Profile one forward pass at the step's token budget, then plan the cache from what memory is left."""
     tokens = scheduler_config.max_num_batched_tokens
     bs = config.block_size
-    probe = ModelRunner(model, -(-tokens // bs), bs, dtype, device, kv_dtype)
+    probe = make_runner(model, -(-tokens // bs), bs, dtype, device, kv_dtype)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
         base = torch.cuda.memory_allocated(device)

@@ -36,6 +36,7 @@ class LLMEngine:
         self._parts = parts = build_engine_parts(config)
         self.model_path, self.model_config, self.model = parts.model_path, parts.model_config, parts.model
         self.device, self.dtype, self.kv_dtype = parts.device, parts.dtype, parts.kv_dtype
+        self.quantization = parts.quantization
         self.max_model_len, self.kv_budget = parts.max_model_len, parts.kv_budget
         self.tokenizer, self.eos_token_ids = parts.tokenizer, parts.eos_token_ids
         self.generation_defaults, self.scheduler_config = parts.generation_defaults, parts.scheduler_config
@@ -56,6 +57,11 @@ class LLMEngine:
         self.num_hung_steps = 0
         self.num_prompt_tokens = 0
         self.expert_load = ExpertLoadMeter(self.model)
+
+    def close(self) -> None:
+        """Stop the tensor-parallel worker ranks, if any (idempotent; nothing to do with one rank)."""
+        if self._parts.tensor_parallel is not None:
+            self._parts.tensor_parallel.close()
 
     def _use(self, state: SchedulingState) -> None:
         self.block_manager, self.runner = state.block_manager, state.runner

@@ -22,6 +22,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from switchyard import __version__
+from switchyard.console.mount import ConsoleConfig, mount_console
 from switchyard.engine.async_engine import AsyncLLMEngine
 from switchyard.errors import SwitchyardError
 from switchyard.server.body_limit import BodySizeLimitMiddleware
@@ -71,6 +72,9 @@ def build_app(engine: AsyncLLMEngine, settings: ServerSettings) -> FastAPI:
         add_cors(app, settings.cors)
     app.include_router(_openai_routes(state))
     app.include_router(_operations_routes(state))
+    # The web console: the chat playground and the engine's live dashboard (its data under /v1, keyed).
+    console = ConsoleConfig("Switchyard", ("playground", "dashboard"), key_required=bool(keys))
+    mount_console(app, console, metrics=state.metrics.render, draining=lambda: state.draining)
     return app
 
 
@@ -104,7 +108,13 @@ def _openai_routes(state: ServerState) -> APIRouter:
 
     def card(name: str) -> ModelCard:
         root = str(state.engine.model_path)
-        return ModelCard(id=name, created=state.created, root=root, max_model_len=state.engine.max_model_len)
+        return ModelCard(
+            id=name,
+            created=state.created,
+            root=root,
+            max_model_len=state.engine.max_model_len,
+            quantization=state.engine.quantization,
+        )
 
     @router.get("/models", response_model=None)
     async def models() -> Response:
