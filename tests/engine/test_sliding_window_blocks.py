@@ -143,3 +143,5 @@ def test_combinations_that_cannot_work_are_refused_by_name(llama_dir: Path, mist
         engine_for(mistral_dir, sliding_window=WINDOW)
     with pytest.raises(ValueError, match="exceeds the model's max_position_embeddings"):
         engine_for(llama_dir, max_model_len=1024)  # without a window the trained context is the limit
+    with pytest.raises(ValueError, match="not supported with --tensor-parallel-size"):
+        engine_for(llama_dir, sliding_window=WINDOW, tensor_parallel_size=2)

@@ -161,3 +161,25 @@ def test_dynamic_ntk_generates_past_the_trained_context_like_transformers(tmp_pa
     config = json.loads((tmp_path / "config.json").read_text())
     (tmp_path / "config.json").write_text(json.dumps({**config, "rope_parameters": {"rope_theta": 10000.0}}))
     assert greedy(load_model(tmp_path, max_positions=64)) != expected
+
+
+def test_tensor_parallelism_refuses_a_mixture_by_name(tmp_path: Path) -> None:
+    from switchyard.models.config import ModelArchConfig
+    from switchyard.models.tensor_parallel import TensorParallelConfigError, rank_slices
+
+    build_hf_model("mixtral", tmp_path)
+    config = ModelArchConfig.from_folder(tmp_path)
+    with pytest.raises(TensorParallelConfigError, match="MixtralForCausalLM is a mixture of experts"):
+        rank_slices(config, 0, 2)
+    assert rank_slices(config, 0, 1).world_size == 1
+
+
+def test_quantize_refuses_to_write_a_mixture(tmp_path: Path) -> None:
+    """Written back from transformers' fused in-memory experts the checkpoint would name tensors no loader
+    reads; the command says so instead (quantizing at load works: `--quantization int8`)."""
+    from switchyard.models.quantization.writer import QuantizeJob, quantize_checkpoint
+
+    build_hf_model("qwen3_moe", tmp_path / "moe")
+    with pytest.raises(ValueError, match="mixture-of-experts"):
+        quantize_checkpoint(QuantizeJob(source=tmp_path / "moe", output=tmp_path / "out", method="int8"))
+    assert not (tmp_path / "out").exists()
