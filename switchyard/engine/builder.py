@@ -248,6 +248,9 @@ def build_engine_parts(config: EngineConfig) -> EngineParts:
         max_model_len=max_model_len,
         kv_cache_tokens=kv_budget.num_blocks * config.block_size,
         max_num_seqs=scheduler_config.max_num_seqs,
+        window_tokens=_window_tokens(arch, config),
+        prompts_kept=config.enable_prefix_caching,
+        step_tokens=scheduler_config.max_num_batched_tokens,
     )
     grammars = GrammarAdmission(config.structured_outputs_backend, tokenizer, arch.vocab_size, eos)
     return EngineParts(
@@ -322,6 +325,15 @@ def _warn_without_gate(folder: Path, quantization: QuantizationSpec) -> None:
             folder,
             verdict.get("reason", "see `switchyard eval quant`"),
         )
+
+
+def _window_tokens(arch: ModelArchConfig, config: EngineConfig) -> int | None:
+    """What a windowed sequence holds besides its kept prompt and the chunk being computed: the sinks, the
+    window, speculative drafts, and the partial blocks at the edges (`InputLimits.window_tokens`)."""
+    if arch.release_window is None:
+        return None
+    drafts = config.num_speculative_tokens if config.speculative_method is not None else 0
+    return arch.attention_sinks + arch.release_window + drafts + 3 * config.block_size
 
 
 def _model_dtype(config: EngineConfig, arch: ModelArchConfig, device: torch.device) -> torch.dtype:

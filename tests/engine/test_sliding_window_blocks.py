@@ -11,6 +11,7 @@ from tokenizer_factory import build_tokenizer
 
 from switchyard import LLM, SamplingParams
 from switchyard.engine.engine import LLMEngine
+from switchyard.errors import InvalidRequestError
 
 WINDOW = 16
 BLOCK_SIZE = 4
@@ -145,3 +146,18 @@ def test_combinations_that_cannot_work_are_refused_by_name(llama_dir: Path, mist
         engine_for(llama_dir, max_model_len=1024)  # without a window the trained context is the limit
     with pytest.raises(ValueError, match="not supported with --tensor-parallel-size"):
         engine_for(llama_dir, sliding_window=WINDOW, tensor_parallel_size=2)
+
+
+@pytest.mark.parametrize("prefix_caching", [False, True])
+def test_a_stream_longer_than_the_whole_kv_cache_is_admitted(llama_dir: Path, prefix_caching: bool) -> None:
+    """A KV cache of 40 blocks (160 tokens) serves a 600-token stream under a window of 16 and 4 sinks: what a
+    request holds, not how long it runs, is what must fit. Without the window it is refused as never fitting."""
+    kv_bytes_per_block = BLOCK_SIZE * 2 * 2 * 2 * 16 * 4  # tokens x K/V x layers x KV heads x head_dim x fp32
+    small = {"kv_cache_memory": 40 * kv_bytes_per_block, "enable_prefix_caching": prefix_caching}
+    llm = engine_for(llama_dir, max_model_len=1024, sliding_window=WINDOW, attention_sinks=4, **small)
+    assert llm.engine.block_manager.num_blocks == 40
+    generated, in_use = grow(llm.engine, 600 - len(PROMPT))
+    assert len(generated) == 600 - len(PROMPT) and max(in_use) <= 12
+    plain = engine_for(llama_dir, max_model_len=64, kv_cache_memory=10 * kv_bytes_per_block)
+    with pytest.raises(InvalidRequestError, match="can never fit in the KV cache"):
+        plain.generate([PROMPT], SamplingParams(max_tokens=50))  # 61 tokens, 40 in the cache
