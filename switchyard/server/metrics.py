@@ -152,6 +152,15 @@ class ServerMetrics:
             [*labels, "kind"],
             registry=self.registry,
         )
+        self._expert_tokens = Counter(
+            "switchyard:moe_expert_tokens",
+            "Mixture-of-experts models: tokens the router sent to each expert of each sparse layer since load "
+            "(each token counts once per expert of its top-k). Read from the device at most once a second.",
+            [*labels, "layer", "expert"],
+            registry=self.registry,
+        )
+        self._seen_expert_tokens: dict[tuple[int, int], int] = {}
+        self._expert_snapshot: dict[tuple[int, int], int] | None = None
         self._seen_hung = 0
         self._seen_labelled: dict[tuple[str, str], int] = {}
         self._seen_cache = (0, 0)
@@ -186,6 +195,13 @@ class ServerMetrics:
         self._advance(self._grammar_events, "event", stats.grammar_events)
         self._advance(self._grammar_seconds, "phase", stats.grammar_seconds)
         self._advance(self._spec_tokens, "kind", stats.spec_decode)
+        if stats.expert_tokens is not self._expert_snapshot:  # a new reading (at most one a second)
+            self._expert_snapshot = stats.expert_tokens
+            for (layer, expert), total in stats.expert_tokens.items():
+                seen = self._seen_expert_tokens.get((layer, expert), 0)
+                if total > seen:
+                    self._expert_tokens.labels(self._model_name, str(layer), str(expert)).inc(total - seen)
+                    self._seen_expert_tokens[(layer, expert)] = total
         spec = stats.spec_decode
         if spec.get("proposed"):
             self.spec_acceptance_rate.set(spec["accepted"] / spec["proposed"])
