@@ -33,7 +33,7 @@ from switchyard.server.completions_protocol import (
 )
 from switchyard.server.protocol import MIN_LOGPROB, Usage, prompt_logprobs_of
 from switchyard.server.response_format import structured_outputs_of
-from switchyard.server.state import ServerState, TokenTexts, new_id, tenant_of
+from switchyard.server.state import ServerState, TokenTexts, check_token_ids, new_id, tenant_of
 from switchyard.server.streaming import event_stream_response, merge_streams
 
 
@@ -50,10 +50,14 @@ async def create_completion(
     if body.echo and body.logprobs is not None:
         params.prompt_logprobs = max(body.logprobs, params.prompt_logprobs or 0)
     params.structured_outputs = structured_outputs_of(None, body.structured_outputs, body.guided_fields())
+    for prompt in body.prompt:  # ids checked before any decode (echo) or engine call sees them
+        if not isinstance(prompt, str):
+            check_token_ids(prompt, state.engine.vocab_size, "prompt")
     if body.echo and state.engine.tokenizer is None and not all(isinstance(p, str) for p in body.prompt):
         raise InvalidRequestError("echo of token-id prompts needs the model's tokenizer", param="echo")
     # Text is tokenized on the text thread, so a huge prompt never stalls the engine's steps.
-    prompts = await state.engine.text.encode_prompts(body.prompt)
+    truncating = params.truncate_prompt_tokens is not None
+    prompts = await state.engine.text.encode_prompts(body.prompt, truncating=truncating)
     request_id = new_id("cmpl")
     streams: list[RequestStream] = []
     try:

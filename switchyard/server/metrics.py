@@ -4,6 +4,10 @@ Everything is registered in a CollectorRegistry owned by the app, never the proc
 one process (as in tests) keep separate counts. The values come from the async engine's step reports, observed
 on the event loop right after each step: timings are the engine's own marks, not the time a slow client took
 to read them.
+
+Label values come only from closed sets: finish reasons, priorities, events, and tenants an operator configured.
+Any other tenant (a client's free-form `user` field, when API keys are off) is counted as "other", so clients
+can neither grow the exposition without bound nor put text in it that the exposition cannot encode.
 """
 
 from __future__ import annotations
@@ -16,6 +20,9 @@ from switchyard.engine.sequence import RequestOutput
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
+OTHER_TENANT = "other"
+"""The label of every tenant the operator did not configure."""
+
 _FAST_BUCKETS = (0.001, 0.003, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0)
 _LATENCY_BUCKETS = (
     *(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
@@ -26,7 +33,8 @@ _LATENCY_BUCKETS = (
 class ServerMetrics:
     """The server's metrics and the per-request marks needed to derive them from step reports."""
 
-    def __init__(self, model_name: str) -> None:
+    def __init__(self, model_name: str, tenants: frozenset[str] = frozenset({"default"})) -> None:
+        self._tenants = tenants
         self.registry = CollectorRegistry()
         labels = ["model_name"]
 
@@ -200,8 +208,15 @@ class ServerMetrics:
             key = (kind, str(label))
             seen = self._seen_labelled.get(key, 0)
             if total > seen:
-                metric.labels(self._model_name, str(label) or "default").inc(total - seen)
+                value = self.tenant_label(str(label)) if kind == "tenant" else str(label) or "default"
+                metric.labels(self._model_name, value).inc(total - seen)
                 self._seen_labelled[key] = total
+
+    def tenant_label(self, tenant: str | None) -> str:
+        """A tenant's label value: its name if configured, "default" for none, "other" for the rest."""
+        if not tenant:
+            return "default"
+        return tenant if tenant in self._tenants else OTHER_TENANT
 
     def observe_rejection(self, reason: str) -> None:
         self._rejected.labels(self._model_name, reason).inc()
@@ -234,7 +249,7 @@ class ServerMetrics:
         self.e2e_latency.observe(metrics.finished_time - metrics.arrival_time)
         if metrics.first_scheduled_time is not None:
             self.queue_time.observe(metrics.first_scheduled_time - metrics.arrival_time)
-            self._tenant_queue_time.labels(self._model_name, output.tenant or "default").observe(
+            self._tenant_queue_time.labels(self._model_name, self.tenant_label(output.tenant)).observe(
                 metrics.first_scheduled_time - metrics.arrival_time
             )
             if metrics.first_token_time is not None:

@@ -249,5 +249,13 @@ def tenant_of(http_request: Any, user: str | None) -> str | None:
     return getattr(http_request.state, "tenant", None) or user
 
 
+def check_token_ids(token_ids: Sequence[int], vocab_size: int, param: str) -> None:
+    """InvalidRequestError unless every id is in [0, vocab_size): checked before anything decodes them (a
+    tokenizer overflows on a negative id)."""
+    bad = next((token for token in token_ids if not 0 <= token < vocab_size), None)
+    if bad is not None:
+        raise InvalidRequestError(f"token id {bad} is outside the vocabulary [0, {vocab_size})", param=param)
+
+
 def new_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex}"
