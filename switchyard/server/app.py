@@ -31,7 +31,7 @@ from switchyard.server.chat_protocol import ChatCompletionRequest, ChatCompletio
 from switchyard.server.completions import create_completion
 from switchyard.server.completions_protocol import CompletionRequest, CompletionResponse
 from switchyard.server.cors import add_cors
-from switchyard.server.edge import CheckedRoute, UnhandledErrorMiddleware
+from switchyard.server.edge import CheckedRoute
 from switchyard.server.errors import DRAINING_RETRY_AFTER, AuthenticationError, ModelNotFoundError, describe
 from switchyard.server.kv_events import KVEventsResponse, read_kv_events
 from switchyard.server.metrics import CONTENT_TYPE, ServerMetrics
@@ -53,6 +53,7 @@ from switchyard.server.tokenize_protocol import (
     TokenizeRequest,
     TokenizeResponse,
 )
+from switchyard.unhandled_errors import UnhandledErrorMiddleware
 
 
 def build_app(engine: AsyncLLMEngine, settings: ServerSettings) -> FastAPI:
@@ -81,7 +82,9 @@ def build_app(engine: AsyncLLMEngine, settings: ServerSettings) -> FastAPI:
         app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_request_bytes)
     if keys:  # outside the size limit: an unauthenticated client learns nothing about the server's limits
         app.add_middleware(_ApiKeyMiddleware, keys=keys)
-    app.add_middleware(UnhandledErrorMiddleware)  # the last-resort 500, which keeps the connection usable
+    app.add_middleware(
+        UnhandledErrorMiddleware, describe=describe
+    )  # the last-resort 500, which keeps the connection usable
     app.add_middleware(_RequestIdMiddleware)  # outside the checks, so refusals carry the header too
     if settings.cors is not None:  # outermost: preflights carry no credentials, and refusals get its headers
         add_cors(app, settings.cors)
