@@ -87,7 +87,11 @@ async def run_soak(config: SoakConfig) -> SoakResult:
     deadline = time.monotonic() + config.duration
     start = time.monotonic()
     headers = {"Authorization": f"Bearer {config.api_key}"} if config.api_key else {}
-    limits = httpx.Limits(max_connections=config.clients, max_keepalive_connections=config.clients)
+    # Idle connections expire on the client first: a server closes them after its keep-alive timeout (uvicorn:
+    # 5 s), and a request sent on one at that moment would fail for reasons that are not the server's fault.
+    limits = httpx.Limits(
+        max_connections=config.clients, max_keepalive_connections=config.clients, keepalive_expiry=2.0
+    )
     async with httpx.AsyncClient(
         base_url=config.base_url, headers=headers, timeout=120, limits=limits
     ) as http:

@@ -115,7 +115,7 @@ class TextWorker:
             tail = tokenizer.decode(token_ids[-tail_tokens:]) if tail_tokens > 0 else ""
             return RenderedChat(prompt_token_ids=token_ids, tail_text=tail)
 
-        return await lane.run(render)
+        return await self._run(lane, render)
 
     async def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
         """Token ids of a text prompt, special tokens added as the engine adds them (unless told not to)."""
@@ -123,7 +123,7 @@ class TextWorker:
             self.limit.check(len(text), "prompt")
         lane = self._lane(len(text))
         tokenizer = lane.require()
-        return await lane.run(lambda: _encode(tokenizer, text, add_special_tokens))
+        return await self._run(lane, lambda: _encode(tokenizer, text, add_special_tokens))
 
     async def encode_prompts(
         self, prompts: Sequence[str | list[int]], truncating: bool = False
@@ -144,17 +144,21 @@ class TextWorker:
                         self.limit.check(len(prompt), "prompt")
         lane = self._lane(sum(len(p) for p in prompts if isinstance(p, str)))
         tokenizer = lane.require()
-        return await lane.run(
-            lambda: [_encode(tokenizer, p, True) if isinstance(p, str) else list(p) for p in prompts]
+        return await self._run(
+            lane, lambda: [_encode(tokenizer, p, True) if isinstance(p, str) else list(p) for p in prompts]
         )
 
     async def decode(self, token_ids: Sequence[int]) -> str:
         lane = self._lane(len(token_ids))
-        return await lane.run(lane.require().decode, list(token_ids))
+        return await self._run(lane, lane.require().decode, list(token_ids))
 
     def shutdown(self) -> None:
         self._small.shutdown()
         self._large.shutdown()
+
+    async def _run(self, lane: _Lane, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """One trip to `lane`'s thread (every method makes exactly one)."""
+        return await lane.run(fn, *args, **kwargs)
 
     def _lane(self, num_chars: int) -> _Lane:
         return self._large if num_chars > LARGE_TEXT_CHARS else self._small

@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator
 from fastapi import Request
 from fastapi.responses import Response
 
-from switchyard.client_disconnect import until_disconnected
+from switchyard.client_disconnect import unless_disconnected, until_disconnected
 from switchyard.engine.async_engine import RequestFailedError, RequestStream, RequestTimeoutError
 from switchyard.engine.sequence import CompletionOutput, RequestOutput, TokenLogprob
 from switchyard.errors import InvalidRequestError
@@ -31,6 +31,7 @@ from switchyard.server.completions_protocol import (
     CompletionRequest,
     CompletionResponse,
 )
+from switchyard.server.errors import ClientGoneError
 from switchyard.server.protocol import MIN_LOGPROB, Usage, prompt_logprobs_of
 from switchyard.server.response_format import structured_outputs_of
 from switchyard.server.state import ServerState, TokenTexts, check_token_ids, new_id, tenant_of
@@ -57,7 +58,11 @@ async def create_completion(
         raise InvalidRequestError("echo of token-id prompts needs the model's tokenizer", param="echo")
     # Text is tokenized on the text thread, so a huge prompt never stalls the engine's steps.
     truncating = params.truncate_prompt_tokens is not None
-    prompts = await state.engine.text.encode_prompts(body.prompt, truncating=truncating)
+    prompts = await unless_disconnected(
+        http_request,
+        state.engine.text.encode_prompts(body.prompt, truncating=truncating),
+        lambda: ClientGoneError("the client disconnected"),
+    )
     request_id = new_id("cmpl")
     streams: list[RequestStream] = []
     try:

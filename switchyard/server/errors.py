@@ -15,6 +15,7 @@ from typing import Any
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 
+from switchyard.client_disconnect import CLIENT_CLOSED_REQUEST
 from switchyard.engine.async_engine import (
     EngineDeadError,
     QueueFullError,
@@ -54,6 +55,10 @@ class RequestTooLargeError(SwitchyardError):
 
 class ServerDrainingError(SwitchyardError):
     """The server is shutting down and admits no new requests."""
+
+
+class ClientGoneError(SwitchyardError):
+    """The client disconnected while its request was being prepared (rendered, tokenized): the work stops."""
 
 
 DRAINING_RETRY_AFTER = 5
@@ -105,6 +110,10 @@ def describe(exc: BaseException) -> ErrorInfo:
             str(exc),
             code="shutting_down",
             headers=retry_after_header(DRAINING_RETRY_AFTER),
+        )
+    if isinstance(exc, ClientGoneError):  # nobody reads it; access logs show it
+        return ErrorInfo(
+            CLIENT_CLOSED_REQUEST, "invalid_request_error", str(exc), code="client_closed_request"
         )
     if isinstance(exc, EngineDeadError):
         return ErrorInfo(503, "service_unavailable_error", str(exc), code="engine_unavailable")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,8 +19,10 @@ import httpx
 import openai
 import pytest
 from harness import MODEL, RunningServer, start_server
+from transformers import AutoTokenizer
 
 from switchyard.engine.grammar_limits import GrammarLimits
+from switchyard.engine.text_worker import LARGE_TEXT_CHARS, TextLimit, TextWorker
 
 SURROGATE = "\ud800"
 
@@ -297,3 +300,58 @@ def test_the_openapi_document_lists_every_status_with_real_schemas(http: httpx.C
         for operation in operations.values():
             assert "422" not in operation["responses"], path
             assert operation["responses"]["200"]["content"], path
+
+
+@pytest.fixture
+def held_worker(tiny_model_dir: Path) -> Iterator[tuple[TextWorker, threading.Event, list[str]]]:
+    """A text worker whose large-text lane blocks every encode until released (and records what it encoded)."""
+    worker = TextWorker(AutoTokenizer.from_pretrained(tiny_model_dir), TextLimit(1 << 20, 16))
+    release, encoded = threading.Event(), []
+    tokenizer = worker._large._tokenizer
+    real_encode = tokenizer.encode
+
+    def held_encode(text: str, **kwargs: Any) -> Any:
+        release.wait(timeout=60)
+        encoded.append(text[:10])
+        return real_encode(text, **kwargs)
+
+    tokenizer.encode = held_encode
+    yield worker, release, encoded
+    release.set()
+    worker.shutdown()
+
+
+def test_a_large_text_never_holds_up_a_small_one(
+    held_worker: tuple[TextWorker, threading.Event, list[str]],
+) -> None:
+    worker, release, _ = held_worker
+    large = "word " * (LARGE_TEXT_CHARS // 4)
+
+    async def scenario() -> None:
+        big = asyncio.create_task(worker.encode(large))
+        small = await worker.encode("hello there")  # served while the large one is still being tokenized
+        assert small and not big.done()
+        release.set()
+        assert len(await big) > len(small)
+
+    asyncio.run(scenario())
+
+
+def test_a_queued_large_text_is_dropped_when_its_caller_goes(
+    held_worker: tuple[TextWorker, threading.Event, list[str]],
+) -> None:
+    worker, release, encoded = held_worker
+    first, second = "A" + "a" * LARGE_TEXT_CHARS, "B" + "b" * LARGE_TEXT_CHARS
+
+    async def scenario() -> None:
+        running = asyncio.create_task(worker.encode(first))
+        queued = asyncio.create_task(worker.encode(second))
+        await asyncio.sleep(0.1)
+        queued.cancel()  # what a client's disconnect does to its request's text work
+        release.set()
+        await running
+        with pytest.raises(asyncio.CancelledError):
+            await queued
+
+    asyncio.run(scenario())
+    assert encoded == [first[:10]]  # the second text was never tokenized
