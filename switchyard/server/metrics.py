@@ -204,12 +204,17 @@ class ServerMetrics:
 
     def _advance(self, metric: Counter, kind: str, totals: dict) -> None:  # type: ignore[type-arg]
         """Move a labelled counter up to the engine's cumulative totals."""
+        if kind == "tenant":  # summed per label first, so what is remembered here stays bounded too
+            by_label: dict[str, float] = {}
+            for tenant, total in totals.items():
+                label = self.tenant_label(str(tenant))
+                by_label[label] = by_label.get(label, 0) + total
+            totals = by_label
         for label, total in totals.items():
             key = (kind, str(label))
             seen = self._seen_labelled.get(key, 0)
             if total > seen:
-                value = self.tenant_label(str(label)) if kind == "tenant" else str(label) or "default"
-                metric.labels(self._model_name, value).inc(total - seen)
+                metric.labels(self._model_name, str(label) or "default").inc(total - seen)
                 self._seen_labelled[key] = total
 
     def tenant_label(self, tenant: str | None) -> str:
