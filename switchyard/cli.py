@@ -287,6 +287,10 @@ DELEGATED_COMMANDS = {
         "benchmark a served endpoint (`bench serve`) or the engine (`bench offline`)",
     ),
     "plan": ("switchyard.plan.cli", "capacity plan: what fits on a device and a decode-step bound"),
+    "quantize": (
+        "switchyard.models.quantization.cli",
+        "write an int8 or w8a8 (SmoothQuant) checkpoint of a model folder",
+    ),
     "fleet": (
         "switchyard.fleet.cli",
         "route and balance across many replicas behind one OpenAI-compatible gateway (`fleet serve`)",

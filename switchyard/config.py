@@ -8,6 +8,7 @@ import torch
 
 from switchyard.engine.scheduler import SchedulerConfig
 from switchyard.models.kv_cache_dtype import KV_CACHE_DTYPES
+from switchyard.models.quantization.methods import QUANTIZATION_METHODS
 
 KV_FULL_POLICIES = ("queue", "preempt", "reject")
 
@@ -28,6 +29,9 @@ class EngineConfig:
     kv_cache_dtype: str = "auto"
     """Storage dtype of KV cache entries: auto (the model's), float32, bfloat16, float16, fp8 (= fp8_e4m3) or
     fp8_e5m2 (`models.kv_cache_dtype`). Narrower entries fit more sequences and read faster in decode."""
+    quantization: str | None = None
+    """int8, w8a8 or int4 (`models.quantization`): the decoder's projections quantized at load; None keeps the
+    checkpoint's own (a compressed-tensors int8 or w8a8 checkpoint) or none."""
     device: str = "auto"
     """cpu, cuda, cuda:N, or auto (cuda when present)."""
     block_size: int = 16
@@ -94,6 +98,8 @@ class EngineConfig:
             raise ValueError("max_queue_time must be > 0 seconds")
         if self.kv_cache_dtype not in KV_CACHE_DTYPES:
             raise ValueError(f"kv_cache_dtype must be one of {', '.join(KV_CACHE_DTYPES)}")
+        if self.quantization is not None and self.quantization not in QUANTIZATION_METHODS:
+            raise ValueError(f"quantization must be one of {', '.join(QUANTIZATION_METHODS)}")
         if self.kv_full_policy not in KV_FULL_POLICIES:
             raise ValueError(f"kv_full_policy must be one of {', '.join(KV_FULL_POLICIES)}")
         if any(w <= 0 for w in self.tenant_weights.values()):

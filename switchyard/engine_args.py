@@ -16,6 +16,8 @@ if TYPE_CHECKING:
 
 KV_CACHE_DTYPE_NAMES = ("auto", "float32", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2")
 """models.kv_cache_dtype's names, listed here for the same reason (tested)."""
+QUANTIZATION_NAMES = ("int8", "w8a8", "int4")
+"""models.quantization's methods, listed here for the same reason (tested)."""
 
 
 def add_engine_args(parser: argparse.ArgumentParser) -> None:
@@ -31,6 +33,14 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
         default="auto",
         choices=KV_CACHE_DTYPE_NAMES,
         help="storage dtype of KV cache entries (auto: the model's; fp8 = fp8_e4m3, scale 1)",
+    )
+    group.add_argument(
+        "--quantization",
+        "-q",
+        default=None,
+        choices=QUANTIZATION_NAMES,
+        help="quantize the decoder's projections at load: int8 (weights, per channel), w8a8 (int8 weights and "
+        "per-token int8 activations) or int4 (weights, groups of 128); default: as the checkpoint is",
     )
     group.add_argument(
         "--chat-template",
@@ -196,6 +206,7 @@ def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:
         chat_template=args.chat_template,
         dtype=args.dtype,
         kv_cache_dtype=args.kv_cache_dtype,
+        quantization=args.quantization,
         device=args.device,
         block_size=args.block_size,
         max_model_len=args.max_model_len,

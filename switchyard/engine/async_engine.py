@@ -255,6 +255,11 @@ class AsyncLLMEngine:
         return self.engine.vocab_size
 
     @property
+    def quantization(self) -> str | None:
+        """The weights' quantization method (int8, w8a8, int4) or None: /v1/models reports it."""
+        return self.engine.quantization
+
+    @property
     def generation_defaults(self) -> GenerationDefaults:
         """The model's sampling defaults (generation_config.json), used for fields a request leaves out."""
         return self.engine.generation_defaults

@@ -46,6 +46,9 @@ from switchyard.models.kv_cache_dtype import resolve_kv_cache_dtype
 from switchyard.models.llama import LlamaForCausalLM
 from switchyard.models.loader import load_model, parse_dtype
 from switchyard.models.packed_linear import can_pack, pack_linear_layers
+from switchyard.models.quantization.apply import quantize_model, quantized_buffer_bytes
+from switchyard.models.quantization.checkpoint import checkpoint_quantization
+from switchyard.models.quantization.methods import QuantizationSpec
 from switchyard.models.speculator import Speculator, is_speculator_folder, load_speculator
 from switchyard.models.tokenizer import (
     GenerationDefaults,
@@ -54,6 +57,7 @@ from switchyard.models.tokenizer import (
     load_generation_defaults,
     load_tokenizer,
 )
+from switchyard.quant_gates import read_gate
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -71,6 +75,8 @@ class EngineParts:
     dtype: torch.dtype
     kv_dtype: torch.dtype
     """Storage dtype of KV cache entries (may be narrower than `dtype`)."""
+    quantization: str | None
+    """The decoder projections' quantization method (int8, w8a8, int4), or None."""
     max_model_len: int
     tokenizer: PreTrainedTokenizerBase | None
     eos_token_ids: tuple[int, ...]
@@ -142,7 +148,11 @@ def build_engine_parts(config: EngineConfig) -> EngineParts:
 
     rss_before = peak_rss_bytes()
     model = load_model(folder, dtype, device, max_positions=max_model_len)
-    weights = model_bytes(model)
+    quantization = _quantization(config, folder)
+    if quantization is not None:
+        quantize_model(model, quantization)
+        _warn_without_gate(folder, quantization)
+    weights = model_bytes(model) + quantized_buffer_bytes(model)
     pack = config.pack_weights and can_pack(device, dtype)
     if pack:
         pack_linear_layers(model)
@@ -190,6 +200,7 @@ def build_engine_parts(config: EngineConfig) -> EngineParts:
         device=device,
         dtype=dtype,
         kv_dtype=kv_dtype,
+        quantization=quantization.method if quantization is not None else None,
         max_model_len=max_model_len,
         tokenizer=tokenizer,
         eos_token_ids=eos,
@@ -221,6 +232,34 @@ def build_scheduling_state(
     policy = policy if policy is not None else PriorityFairPolicy(config.tenant_weights)
     scheduler = Scheduler(parts.scheduler_config, block_manager, policy)
     return SchedulingState(block_manager, runner, scheduler, policy)
+
+
+def _quantization(config: EngineConfig, folder: Path) -> QuantizationSpec | None:
+    """--quantization, else what the checkpoint is quantized as (int8 weights are loaded dequantized, then
+    quantized again per channel: the same int8 values, since each row's largest weight maps to 127 both times)."""
+    if config.quantization is not None:
+        return QuantizationSpec(config.quantization)  # type: ignore[arg-type]
+    return checkpoint_quantization(folder)
+
+
+def _warn_without_gate(folder: Path, quantization: QuantizationSpec) -> None:
+    verdict = read_gate(folder, quantization.method)
+    if verdict is None:
+        logger.warning(
+            "%s quantization of %s has no quality-gate result: run `switchyard eval quant %s --quantization %s` "
+            "before trusting its answers",
+            quantization.method,
+            folder,
+            folder,
+            quantization.method,
+        )
+    elif not verdict.get("passed", False):
+        logger.warning(
+            "%s quantization of %s FAILED its quality gate (%s); serving it anyway",
+            quantization.method,
+            folder,
+            verdict.get("reason", "see `switchyard eval quant`"),
+        )
 
 
 def _model_dtype(config: EngineConfig, arch: ModelArchConfig, device: torch.device) -> torch.dtype:

@@ -35,6 +35,7 @@ class LLMEngine:
         self._parts = parts = build_engine_parts(config)
         self.model_path, self.model_config, self.model = parts.model_path, parts.model_config, parts.model
         self.device, self.dtype, self.kv_dtype = parts.device, parts.dtype, parts.kv_dtype
+        self.quantization = parts.quantization
         self.max_model_len, self.kv_budget = parts.max_model_len, parts.kv_budget
         self.tokenizer, self.eos_token_ids = parts.tokenizer, parts.eos_token_ids
         self.generation_defaults, self.scheduler_config = parts.generation_defaults, parts.scheduler_config

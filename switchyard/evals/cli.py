@@ -215,6 +215,50 @@ def build_parser() -> argparse.ArgumentParser:
     )
     online.add_argument("--timeout", type=float, default=120.0, help="seconds per judge request (120)")
 
+    quant = commands.add_parser(
+        "quant",
+        help="quality gate of a quantized model against the unquantized one (perplexity, agreement, tasks)",
+        description="Serve MODEL and its quantized form side by side and compare them: perplexity of held-out "
+        "text, greedy-token agreement, and a suite's task accuracy (A/B, paired). Prints a verdict against the "
+        "rollback thresholds, records it where `switchyard serve` looks (a quantized model without a passing "
+        "verdict is served with a warning), and exits 1 when it fails.",
+    )
+    quant.add_argument("model", help="the unquantized model: bundled name or folder")
+    side = quant.add_mutually_exclusive_group(required=True)
+    side.add_argument("--quantization", choices=("int8", "w8a8", "int4"), help="quantize MODEL at load")
+    side.add_argument(
+        "--candidate", default=None, help="a quantized checkpoint folder (`switchyard quantize`)"
+    )
+    quant.add_argument("--suite", default="bundled-gate", help="the task suite (bundled-gate)")
+    quant.add_argument("--limit", type=_positive_int, default=400, help="suite cases used (400)")
+    held_out = quant.add_mutually_exclusive_group()
+    held_out.add_argument(
+        "--text", type=Path, default=None, help="held-out text for perplexity, passages split by blank lines"
+    )
+    held_out.add_argument(
+        "--conversations",
+        type=Path,
+        default=None,
+        help="held-out conversations for perplexity (JSONL of messages and tools, rendered by the chat "
+        "template; default: the suite's conversations)",
+    )
+    quant.add_argument("--concurrency", type=_positive_int, default=8, help="requests in flight (8)")
+    quant.add_argument(
+        "--max-perplexity-increase", type=float, default=0.03, help="rollback above this relative rise (0.03)"
+    )
+    quant.add_argument(
+        "--max-success-drop", type=float, default=0.01, help="rollback above this absolute drop (0.01)"
+    )
+    quant.add_argument(
+        "--serve-arg",
+        action="append",
+        default=[],
+        metavar="FLAG",
+        help="a `switchyard serve` flag for both sides (repeat; e.g. --serve-arg=--dtype=bfloat16)",
+    )
+    quant.add_argument("--output-dir", type=Path, default=None, help="per-case results and gate.json")
+    quant.add_argument("--no-progress", action="store_true", help="no progress bar")
+
     commands.add_parser(
         "list",
         help="list the shipped suites and the scorers",
@@ -428,6 +472,36 @@ def cmd_online(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_quant(args: argparse.Namespace) -> int:
+    from switchyard.evals.quant_gate import GateRequest, GateThresholds, format_result, run_gate
+
+    texts: tuple[str, ...] = ()
+    conversations: tuple[dict[str, Any], ...] = ()
+    if args.text is not None:
+        texts = tuple(part for part in args.text.read_text().split("\n\n") if part.strip())
+    if args.conversations is not None:
+        lines = args.conversations.read_text().splitlines()
+        conversations = tuple(json.loads(line) for line in lines if line.strip())
+    request = GateRequest(
+        model=args.model,
+        quantization=args.quantization,
+        candidate=args.candidate,
+        suite=args.suite,
+        limit=args.limit,
+        texts=texts,
+        conversations=conversations,
+        serve_args=tuple(args.serve_arg),
+        concurrency=args.concurrency,
+        thresholds=GateThresholds(args.max_perplexity_increase, args.max_success_drop),
+    )
+    label = args.quantization or Path(args.candidate).name
+    output = args.output_dir or _default_output("quant", f"{args.model}-{label}")
+    result = run_gate(request, output, progress=not args.no_progress)
+    print(format_result(result))
+    print(f"results: {output / 'gate.json'}")
+    return 0 if result.passed else 1
+
+
 def _since(value: str | None) -> float | None:
     if value is None:
         return None
@@ -447,7 +521,14 @@ def _seconds(duration: str) -> float:
     return value
 
 
-COMMANDS = {"online": cmd_online, "run": cmd_run, "compare": cmd_compare, "ab": cmd_ab, "list": cmd_list}
+COMMANDS = {
+    "online": cmd_online,
+    "run": cmd_run,
+    "compare": cmd_compare,
+    "ab": cmd_ab,
+    "quant": cmd_quant,
+    "list": cmd_list,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -150,7 +150,8 @@ class Gatekeeper:
         shadow = self._shadows.get(pool.name)
         shadowed = shadow is not None and self.shadow.chosen(shadow[1])
         # a shadowed request is logged too, so the candidate's answer has the primary's beside it
-        sampled = self._online_eval is not None and (shadowed or self._online_eval.sampled(tenant))
+        opt_in = caller.tenant.eval_sample if caller is not None else None
+        sampled = self._online_eval is not None and (shadowed or self._online_eval.sampled(tenant, opt_in))
         if shadow is not None and shadowed:
             self.shadow.send(shadow[0], call, tenant)
         if caller is None and not storing and not self._hooked and not sampled:

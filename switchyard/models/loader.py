@@ -16,6 +16,7 @@ from safetensors import SafetensorError, safe_open
 from switchyard.errors import ModelLoadError
 from switchyard.models.config import ModelArchConfig
 from switchyard.models.llama import LlamaForCausalLM
+from switchyard.models.quantization.checkpoint import checkpoint_quantization, dequantized
 from switchyard.models.rope import RotaryEmbedding
 
 DTYPES: dict[str, torch.dtype] = {
@@ -84,6 +85,7 @@ def load_model(
     if not folder.is_dir():
         raise ModelLoadError("model folder not found", str(folder))
     config = ModelArchConfig.from_folder(folder)
+    checkpoint_quantization(folder)  # refuses a scheme it cannot load, rather than dropping its scales
     torch_dtype = parse_dtype(dtype)
     device = torch.device(device)
     with torch.device("meta"):
@@ -106,6 +108,7 @@ def load_model(
         handle = handles.get(path) or handles.setdefault(path, _open(path))
         try:
             tensor = handle.get_tensor(ckpt_name)  # type: ignore[attr-defined]
+            tensor = dequantized(tensor, ckpt_name, handle.get_tensor)  # type: ignore[attr-defined]
         except (SafetensorError, OSError, ValueError) as exc:
             raise ModelLoadError(f"cannot read tensor {ckpt_name!r}: {exc}", str(path)) from None
         expected = _expected_shape(params[param_name].shape, param_name, shard, config)

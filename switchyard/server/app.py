@@ -125,7 +125,13 @@ def _openai_routes(state: ServerState) -> APIRouter:
 
     def card(name: str) -> ModelCard:
         root = str(state.engine.model_path)
-        return ModelCard(id=name, created=state.created, root=root, max_model_len=state.engine.max_model_len)
+        return ModelCard(
+            id=name,
+            created=state.created,
+            root=root,
+            max_model_len=state.engine.max_model_len,
+            quantization=state.engine.quantization,
+        )
 
     @router.get("/models", response_model=None, responses=documented(ModelList))
     async def models() -> Response:

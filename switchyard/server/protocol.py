@@ -283,6 +283,8 @@ class ModelCard(ResponseBody):
     owned_by: str = "switchyard"
     root: str
     max_model_len: int
+    quantization: str | None = None
+    """The engine's weight quantization (int8, w8a8, int4), or None (unquantized)."""
 
 
 class ModelList(ResponseBody):

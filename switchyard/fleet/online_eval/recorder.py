@@ -40,8 +40,9 @@ class OnlineEvalRecorder:
     def log(self) -> OnlineEvalLog:
         return self.writer.log
 
-    def sampled(self, tenant: str) -> bool:
-        rate = self.config.rate(tenant)
+    def sampled(self, tenant: str, opt_in: float | None = None) -> bool:
+        """Draw for one request; `opt_in` is the tenant's own rate from the tenants store (None: the config's)."""
+        rate = self.config.rate(tenant) if opt_in is None else opt_in
         return rate > 0 and self._draw() < rate
 
     def record(

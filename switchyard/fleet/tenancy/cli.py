@@ -4,6 +4,7 @@
     switchyard tenants list
     switchyard tenants rotate-key alice
     switchyard tenants set-limits alice --tpm 200000 --max-concurrent none
+    switchyard tenants set-limits alice --eval-sample 0.2   # opt in: online eval logs 20% of its requests
     switchyard tenants weights > tenants.toml      # for `switchyard serve --tenants` on workers
 
 A key is printed once, when it is made (add, rotate-key); the store keeps only its hash. A running gateway
@@ -24,7 +25,7 @@ from switchyard.extras import MissingExtraError
 from switchyard.fleet.errors import FleetConfigError
 from switchyard.fleet.tenancy.database import default_tenants_db, open_database
 from switchyard.fleet.tenancy.records import IssuedKey, KeyLimits
-from switchyard.fleet.tenancy.store import TenantListing, TenantStore
+from switchyard.fleet.tenancy.store import UNCHANGED, TenantListing, TenantStore
 from switchyard.fleet.tenancy.weights_file import weights_toml
 
 _UNCHANGED = object()
@@ -46,6 +47,18 @@ def _limit(value: str) -> int | None:
     if number < 1:
         raise argparse.ArgumentTypeError("a limit is at least 1 (`none` for no limit)")
     return number
+
+
+def _sample_rate(value: str) -> float | None:
+    if value.lower() in ("default", "none"):
+        return None
+    try:
+        rate = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number in [0, 1] or `default`") from None
+    if not 0 <= rate <= 1:
+        raise argparse.ArgumentTypeError("a sample rate is in [0, 1] (0 opts the tenant out)")
+    return rate
 
 
 def _models(value: str) -> list[str]:
@@ -108,6 +121,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _scheduling_flags(parser: argparse.ArgumentParser, default: bool) -> None:
     parser.add_argument(
+        "--eval-sample",
+        type=_sample_rate,
+        default=None if default else UNCHANGED,
+        metavar="RATE",
+        help="the share of the tenant's requests online evaluation logs (0 opts out; `default`: the "
+        "gateway's [online_eval] rate)",
+    )
+    parser.add_argument(
         "--priority",
         type=int,
         default=0 if default else None,
@@ -148,7 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(args: argparse.Namespace, store: TenantStore) -> int:
     if args.command == "add":
         limits = KeyLimits(args.requests_per_minute, args.tokens_per_minute, args.max_concurrent)
-        issued = store.add(args.name, args.priority, args.weight, limits, args.models)
+        issued = store.add(args.name, args.priority, args.weight, limits, args.models, args.eval_sample)
         _print_issued(issued, args.json, "added")
     elif args.command == "rotate-key":
         _print_issued(store.rotate_key(args.name), args.json, "rotated")
@@ -160,6 +181,7 @@ def _run(args: argparse.Namespace, store: TenantStore) -> int:
             all_models=args.all_models,
             priority=args.priority,
             weight=args.weight,
+            eval_sample=args.eval_sample,
         )
         _print_listings([listing], args.json)
     elif args.command == "list":
@@ -210,8 +232,9 @@ def _print_listings(listings: Sequence[TenantListing], as_json: bool) -> None:
             else "no working key"
         )
         models = ", ".join(key["models"]) if key and key["models"] else "all models"
+        sample = "default" if row["eval_sample"] is None else f"{row['eval_sample']:g}"
         print(
-            f"{row['tenant']}: priority {row['priority']}, weight {row['weight']:g}; "
+            f"{row['tenant']}: priority {row['priority']}, weight {row['weight']:g}, eval sample {sample}; "
             f"key {key['prefix'] + '...' if key else '-'} ({limits}; {models}); "
             f"{row['rotated_keys']} rotated key(s)"
         )
@@ -223,6 +246,7 @@ def _listing_json(listing: TenantListing) -> dict[str, Any]:
         "tenant": listing.tenant.name,
         "priority": listing.tenant.priority,
         "weight": listing.tenant.weight,
+        "eval_sample": listing.tenant.eval_sample,
         "created": datetime.fromtimestamp(listing.tenant.created, UTC).isoformat(),
         "key": None
         if key is None

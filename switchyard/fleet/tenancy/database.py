@@ -29,7 +29,8 @@ SCHEMA = (
         name TEXT PRIMARY KEY,
         priority INTEGER NOT NULL,
         weight DOUBLE PRECISION NOT NULL,
-        created DOUBLE PRECISION NOT NULL
+        created DOUBLE PRECISION NOT NULL,
+        eval_sample DOUBLE PRECISION
     )""",
     """CREATE TABLE IF NOT EXISTS api_keys (
         key_id TEXT PRIMARY KEY,
@@ -58,6 +59,9 @@ SCHEMA = (
     )""",
 )
 
+ADDED_COLUMNS = (("tenants", "eval_sample", "DOUBLE PRECISION"),)
+"""(table, column, type) added since the first schema: `Database` adds them where they are missing."""
+
 
 class TenantsDatabaseError(SwitchyardError):
     """The tenants database cannot be opened or used; the message names it."""
@@ -80,6 +84,7 @@ class Database:
         self._lock = threading.RLock()
         for statement in SCHEMA:
             self.execute(statement)
+        self._add_missing_columns()
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """The statement's rows (none for a write)."""
@@ -108,6 +113,14 @@ class Database:
     def close(self) -> None:
         with self._lock:
             self._connection.close()
+
+    def _add_missing_columns(self) -> None:
+        """Columns added after a database was first made (a store written by an older gateway keeps working)."""
+        for table, column, kind in ADDED_COLUMNS:
+            if self._placeholder != "?":
+                self.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {kind}")
+            elif column not in {row[1] for row in self.execute(f"PRAGMA table_info({table})")}:
+                self.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
 
     def _begin(self) -> None:
         # SQLite: take the write lock at the start, so two writers never deadlock upgrading read locks.

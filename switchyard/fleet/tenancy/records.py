@@ -46,6 +46,8 @@ class Tenant:
     """The tenant's fair share within a priority level, relative to the other tenants' weights."""
     created: float = 0.0
     """Unix time."""
+    eval_sample: float | None = None
+    """The share of the tenant's requests online evaluation logs (its opt-in); None: the gateway's rate."""
 
     def __post_init__(self) -> None:
         if not self.name or not self.name.replace("-", "").replace("_", "").replace(".", "").isalnum():
@@ -54,6 +56,8 @@ class Tenant:
             )
         if self.weight <= 0:
             raise FleetConfigError(f"tenant {self.name!r}: weight must be > 0")
+        if self.eval_sample is not None and not 0 <= self.eval_sample <= 1:
+            raise FleetConfigError(f"tenant {self.name!r}: eval_sample must be in [0, 1]")
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,13 @@ _KEY_COLUMNS = (
 )
 
 
+class _Unchanged:
+    """The type of UNCHANGED: a setting not given, where None is itself a value."""
+
+
+UNCHANGED = _Unchanged()
+
+
 class TenantNotFoundError(SwitchyardError):
     """No tenant has that name."""
 
@@ -58,16 +65,17 @@ class TenantStore:
         weight: float = 1.0,
         limits: KeyLimits | None = None,
         models: Iterable[str] | None = None,
+        eval_sample: float | None = None,
     ) -> IssuedKey:
         """A new tenant and its first key; TenantExistsError if the name is taken."""
         now = self._clock()
-        tenant = Tenant(name=name, priority=priority, weight=weight, created=now)
+        tenant = Tenant(name=name, priority=priority, weight=weight, created=now, eval_sample=eval_sample)
         with self._db.transaction():
             if self._tenant_row(name) is not None:
                 raise TenantExistsError(f"tenant {name!r} already exists")
             self._db.execute(
-                "INSERT INTO tenants (name, priority, weight, created) VALUES (?, ?, ?, ?)",
-                (tenant.name, tenant.priority, tenant.weight, now),
+                "INSERT INTO tenants (name, priority, weight, created, eval_sample) VALUES (?, ?, ?, ?, ?)",
+                (tenant.name, tenant.priority, tenant.weight, now, tenant.eval_sample),
             )
             return self._issue(name, limits or KeyLimits(), _model_set(models), now)
 
@@ -89,8 +97,10 @@ class TenantStore:
         all_models: bool = False,
         priority: int | None = None,
         weight: float | None = None,
+        eval_sample: float | _Unchanged | None = UNCHANGED,
     ) -> TenantListing:
-        """Change what is given (None leaves it); `all_models` lifts the key's model restriction."""
+        """Change what is given (None leaves it; for `eval_sample`, None returns the tenant to the gateway's
+        rate); `all_models` lifts the key's model restriction."""
         with self._db.transaction():
             tenant = self._tenant(name)
             key = self._active_key(name)
@@ -105,15 +115,16 @@ class TenantStore:
                 self._db.execute(
                     "UPDATE api_keys SET models = ? WHERE key_id = ?", (_models_column(chosen), key.key_id)
                 )
-            if priority is not None or weight is not None:
+            if priority is not None or weight is not None or not isinstance(eval_sample, _Unchanged):
                 changed = replace(
                     tenant,
                     priority=tenant.priority if priority is None else priority,
                     weight=tenant.weight if weight is None else weight,
+                    eval_sample=tenant.eval_sample if isinstance(eval_sample, _Unchanged) else eval_sample,
                 )
                 self._db.execute(
-                    "UPDATE tenants SET priority = ?, weight = ? WHERE name = ?",
-                    (changed.priority, changed.weight, name),
+                    "UPDATE tenants SET priority = ?, weight = ?, eval_sample = ? WHERE name = ?",
+                    (changed.priority, changed.weight, changed.eval_sample, name),
                 )
             return self.listing(name)
 
@@ -166,14 +177,22 @@ class TenantStore:
         return IssuedKey(key=key, record=record)
 
     def _tenant_row(self, name: str) -> tuple[Any, ...] | None:
-        rows = self._db.execute("SELECT name, priority, weight, created FROM tenants WHERE name = ?", (name,))
+        rows = self._db.execute(
+            "SELECT name, priority, weight, created, eval_sample FROM tenants WHERE name = ?", (name,)
+        )
         return rows[0] if rows else None
 
     def _tenant(self, name: str) -> Tenant:
         row = self._tenant_row(name)
         if row is None:
             raise TenantNotFoundError(f"no tenant named {name!r} (see `switchyard tenants list`)")
-        return Tenant(name=row[0], priority=int(row[1]), weight=float(row[2]), created=float(row[3]))
+        return Tenant(
+            name=row[0],
+            priority=int(row[1]),
+            weight=float(row[2]),
+            created=float(row[3]),
+            eval_sample=None if row[4] is None else float(row[4]),
+        )
 
     def _active_key(self, name: str) -> ApiKeyRecord:
         self._tenant(name)

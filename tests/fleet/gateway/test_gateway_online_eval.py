@@ -162,6 +162,18 @@ def test_with_tenancy_each_tenant_opts_in_and_rates_only_its_own(
             assert rate(beta, "beta-1") == 404  # beta did not opt in: its request was not logged
             assert rate(beta, "acme-1") == 404  # another tenant's request looks unknown
             assert rate(acme, "acme-1") == 200
+
+            # the tenants store's own rate wins over the TOML's, at the next request, without a restart
+            store.set_limits("beta", eval_sample=1.0)
+            store.set_limits("acme", eval_sample=0.0)
+            for key, request_id in ((acme, "acme-2"), (beta, "beta-2")):
+                http.post(
+                    "/v1/completions",
+                    json={"model": "tiny", "prompt": "abc", "max_tokens": 2},
+                    headers={"x-request-id": request_id, "authorization": f"Bearer {key}"},
+                ).raise_for_status()
+            assert rate(beta, "beta-2") == 200
+            assert rate(acme, "acme-2") == 404
         (exchange,) = _logged(running, "acme-1")
         assert exchange.tenant == "acme" and "user" not in json.loads(exchange.request)
     finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -80,6 +81,34 @@ def test_set_limits_changes_what_is_given_and_leaves_the_rest(store: TenantStore
     store.set_limits("alice", all_models=True, weight=0.5)
     caller = store.resolve(issued.key)
     assert caller is not None and caller.key.models is None and caller.tenant.weight == 0.5
+
+
+def test_a_tenant_opts_in_to_online_eval_and_back_to_the_default(store: TenantStore) -> None:
+    issued = store.add("alice", eval_sample=0.25)
+    store.set_limits("alice", weight=3.0)  # other settings leave the opt-in as it is
+    caller = store.resolve(issued.key)
+    assert caller is not None and caller.tenant.eval_sample == 0.25 and caller.tenant.weight == 3.0
+    store.set_limits("alice", eval_sample=None)
+    caller = store.resolve(issued.key)
+    assert caller is not None and caller.tenant.eval_sample is None
+    with pytest.raises(SwitchyardError):
+        store.set_limits("alice", eval_sample=1.5)
+
+
+def test_a_database_from_before_the_opt_in_column_still_opens(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    old = sqlite3.connect(path)
+    old.execute(
+        "CREATE TABLE tenants (name TEXT PRIMARY KEY, priority INTEGER NOT NULL, "
+        "weight DOUBLE PRECISION NOT NULL, created DOUBLE PRECISION NOT NULL)"
+    )
+    old.execute("INSERT INTO tenants VALUES ('alice', 0, 1.0, 0.0)")
+    old.commit()
+    old.close()
+    store = TenantStore(open_database(path))
+    assert store.listing("alice").tenant.eval_sample is None
+    store.add("bob", eval_sample=0.5)
+    assert TenantStore(open_database(path)).listing("bob").tenant.eval_sample == 0.5
 
 
 def test_names_are_unique_and_checked(store: TenantStore) -> None:

@@ -50,9 +50,16 @@ def test_add_list_rotate_and_set_limits(tmp_path: Path, capsys: pytest.CaptureFi
     assert caller is not None and caller.key.models is None
     assert caller.key.limits.tokens_per_minute == 1000 and caller.key.limits.requests_per_minute is None
 
+    code, out, _ = run(capsys, db, "set-limits", "alice", "--eval-sample", "0.2")
+    assert code == 0 and "eval sample 0.2" in out
+    with pytest.raises(SystemExit) as refused:
+        run(capsys, db, "set-limits", "alice", "--eval-sample", "2")
+    assert refused.value.code == 2 and "[0, 1]" in capsys.readouterr().err
+
     code, out, _ = run(capsys, db, "list", "--json")
     (row,) = json.loads(out)
     assert row["tenant"] == "alice" and row["rotated_keys"] == 1 and second.startswith(row["key"]["prefix"])
+    assert row["eval_sample"] == 0.2
     assert second not in out
 
 

@@ -1,0 +1,78 @@
+"""int8 weights with one scale per output channel; optionally int8 activations with one scale per token (w8a8).
+
+Decode multiplies a few rows of activations by the whole weight: memory-bound, so int8 weights (half of bf16's
+bytes) are read by `_weight_int8pack_mm`, which dequantizes in registers. Prefill multiplies many rows: compute-
+bound, so w8a8 quantizes the activations per token and runs `torch._int_mm` (int8 x int8 -> int32, twice the
+bf16 rate on VNNI cores) when a step has at least `INT_MM_MIN_ROWS` rows, and the weight-only path below that.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+INT_MM_MIN_ROWS = 32
+"""Below this many rows a product is memory-bound: quantizing activations would only add work."""
+
+
+def quantize_per_channel(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(int8 weight, float32 scale per output row): symmetric, the largest |w| of a row maps to 127."""
+    w = weight.detach().float()
+    scales = w.abs().amax(dim=1).clamp(min=1e-8) / 127.0
+    q = torch.round(w / scales[:, None]).clamp(-127, 127).to(torch.int8)
+    return q, scales
+
+
+def quantize_per_token(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(int8 activations, float32 scale per row) for a 2-D activation matrix."""
+    xf = x.float()
+    scales = xf.abs().amax(dim=1, keepdim=True).clamp(min=1e-8) / 127.0
+    return torch.round(xf / scales).clamp(-127, 127).to(torch.int8), scales
+
+
+class Int8Linear(nn.Module):
+    """y = x W^T + b with W int8 per-channel; `dynamic_activations` makes it w8a8 for large products."""
+
+    def __init__(self, linear: nn.Linear, dynamic_activations: bool = False) -> None:
+        super().__init__()
+        self.in_features = linear.in_features
+        self.out_features = linear.out_features
+        self.dynamic_activations = dynamic_activations
+        weight, scales = quantize_per_channel(linear.weight)
+        dtype = linear.weight.dtype
+        self.register_buffer("weight", weight, persistent=False)
+        self.register_buffer("weight_scale", scales, persistent=False)
+        self.register_buffer("weight_scale_in_dtype", scales.to(dtype), persistent=False)
+        bias = linear.bias.detach() if linear.bias is not None else None
+        self.register_buffer("bias", bias, persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        shape = x.shape
+        rows = x.reshape(-1, shape[-1])
+        if self.dynamic_activations and rows.shape[0] >= INT_MM_MIN_ROWS and _int_mm_supported(rows):
+            out = self._int8_activations(rows)
+        elif rows.device.type == "cpu":
+            out = torch.ops.aten._weight_int8pack_mm(
+                rows, self.weight, self.weight_scale_in_dtype.to(rows.dtype)
+            )
+        else:  # no int8-weight kernel in torch for this device: dequantize (correct; memory as bf16 while running)
+            out = nn.functional.linear(rows, self.weight.to(rows.dtype)) * self.weight_scale_in_dtype.to(
+                rows.dtype
+            )
+        if self.bias is not None:
+            out = out + self.bias
+        return out.reshape(*shape[:-1], self.out_features)
+
+    def _int8_activations(self, rows: torch.Tensor) -> torch.Tensor:
+        q, scales = quantize_per_token(rows)
+        accumulated = torch._int_mm(q, self.weight.t())
+        return (accumulated.float() * scales * self.weight_scale).to(rows.dtype)
+
+    def extra_repr(self) -> str:
+        kind = "w8a8" if self.dynamic_activations else "int8 weight-only"
+        return f"in_features={self.in_features}, out_features={self.out_features}, {kind}"
+
+
+def _int_mm_supported(rows: torch.Tensor) -> bool:
+    # CUDA's int8 GEMM wants rows > 16 and both matrix dimensions multiples of 8
+    return rows.device.type == "cpu" or (rows.shape[0] > 16 and rows.shape[1] % 8 == 0)
