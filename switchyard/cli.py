@@ -79,6 +79,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         shutdown_grace=args.shutdown_grace,
         tool_call_parser=args.tool_call_parser,
         max_request_bytes=None if args.max_request_bytes == 0 else args.max_request_bytes,
+        max_tenant_labels=args.max_tenant_labels,
         reasoning_parser=args.reasoning_parser,
         return_tokens_as_token_ids=args.return_tokens_as_token_ids,
         cors=cors,
@@ -161,6 +162,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="watchdog: seconds one engine step may take before it counts as hung; the engine is then "
         "rebuilt and its requests recomputed (default: off)",
+    )
+    serve.add_argument(
+        "--max-tenant-labels",
+        type=int,
+        default=64,
+        help="tenants besides those of --tenants that metrics label by name (the first seen; with API keys off "
+        "a tenant is the request's `user`); the rest are labelled `other`",
     )
     serve.add_argument(
         "--max-grammar-bytes",

@@ -58,7 +58,9 @@ from switchyard.unhandled_errors import UnhandledErrorMiddleware
 
 def build_app(engine: AsyncLLMEngine, settings: ServerSettings) -> FastAPI:
     """An app serving `engine` under `settings`; its state (ServerState) is at `app.state.server`."""
-    metrics = ServerMetrics(settings.served_model_names[0], known_tenants(engine, settings))
+    metrics = ServerMetrics(
+        settings.served_model_names[0], known_tenants(engine, settings), settings.max_tenant_labels
+    )
     engine.add_listener(metrics.observe_step)
     state = ServerState(engine=engine, settings=settings, metrics=metrics)
 
@@ -216,8 +218,8 @@ def _operations_routes(state: ServerState) -> APIRouter:
 
 
 def known_tenants(engine: AsyncLLMEngine, settings: ServerSettings) -> frozenset[str]:
-    """Tenants an operator configured (`--tenants` weights and keys, and the API key's "default"): the only
-    names metrics label series with, so a client's `user` field cannot grow or break the exposition."""
+    """Tenants an operator configured (`--tenants` weights and keys, and the API key's "default"): metrics
+    always label them by name; other names only up to `--max-tenant-labels`."""
     weights = engine.engine.config.tenant_weights
     return frozenset({"default", *weights, *settings.tenant_keys.values()})
 

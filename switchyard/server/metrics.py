@@ -5,9 +5,10 @@ one process (as in tests) keep separate counts. The values come from the async e
 on the event loop right after each step: timings are the engine's own marks, not the time a slow client took
 to read them.
 
-Label values come only from closed sets: finish reasons, priorities, events, and tenants an operator configured.
-Any other tenant (a client's free-form `user` field, when API keys are off) is counted as "other", so clients
-can neither grow the exposition without bound nor put text in it that the exposition cannot encode.
+Label values come only from bounded sets: finish reasons, priorities, events, the tenants an operator configured,
+and the first `max_extra_tenants` other tenant names seen (a fleet gateway in front names its tenants in `user`).
+Every tenant past those is counted as "other", so a client's free-form `user` field cannot grow the exposition
+without bound; text the exposition cannot encode never gets this far (the server refuses it at the edge).
 """
 
 from __future__ import annotations
@@ -21,7 +22,10 @@ from switchyard.engine.sequence import RequestOutput
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 OTHER_TENANT = "other"
-"""The label of every tenant the operator did not configure."""
+"""The label of every tenant past the configured ones and the first few others."""
+DEFAULT_MAX_EXTRA_TENANTS = 64
+"""Tenants beyond the configured ones labelled by name (first come): enough for a fleet gateway's tenants, few
+enough that the exposition stays small (each adds about 25 series)."""
 
 _FAST_BUCKETS = (0.001, 0.003, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0)
 _LATENCY_BUCKETS = (
@@ -33,8 +37,15 @@ _LATENCY_BUCKETS = (
 class ServerMetrics:
     """The server's metrics and the per-request marks needed to derive them from step reports."""
 
-    def __init__(self, model_name: str, tenants: frozenset[str] = frozenset({"default"})) -> None:
+    def __init__(
+        self,
+        model_name: str,
+        tenants: frozenset[str] = frozenset({"default"}),
+        max_extra_tenants: int = DEFAULT_MAX_EXTRA_TENANTS,
+    ) -> None:
         self._tenants = tenants
+        self._extra_tenants: set[str] = set()
+        self._max_extra_tenants = max_extra_tenants
         self.registry = CollectorRegistry()
         labels = ["model_name"]
 
@@ -218,10 +229,16 @@ class ServerMetrics:
                 self._seen_labelled[key] = total
 
     def tenant_label(self, tenant: str | None) -> str:
-        """A tenant's label value: its name if configured, "default" for none, "other" for the rest."""
+        """A tenant's label value: "default" for none, its name if configured or among the first
+        `max_extra_tenants` others seen, "other" for the rest."""
         if not tenant:
             return "default"
-        return tenant if tenant in self._tenants else OTHER_TENANT
+        if tenant in self._tenants or tenant in self._extra_tenants:
+            return tenant
+        if len(self._extra_tenants) < self._max_extra_tenants:
+            self._extra_tenants.add(tenant)
+            return tenant
+        return OTHER_TENANT
 
     def observe_rejection(self, reason: str) -> None:
         self._rejected.labels(self._model_name, reason).inc()
