@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 # while an unpinned torch pulls a multi-GB CUDA build.
 TORCH_PIN := torch==2.13.0
 
-.PHONY: serve test lint format bench clean
+.PHONY: serve test lint format bench clean browser screenshots
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,8 +33,23 @@ serve: $(VENV)/.installed
 		$(BIN)/switchyard demo; \
 	fi
 
+# The console's browser tests drive Debian's Chromium (Playwright cannot download its own browser offline):
+# installed here when missing and we are root, else the tests skip and this says how to install it.
+browser:
+	@if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then \
+		:; \
+	elif [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing chromium for the console's browser tests"; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y -q chromium >/dev/null 2>&1 \
+			|| { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; } \
+			|| echo "could not install chromium: the console's browser tests will skip"; \
+	else \
+		echo "chromium is missing: the console's browser tests will skip (install it: sudo apt-get install -y chromium)"; \
+	fi
+
 # The layer contracts (import-linter), declared against imported packages (deptry), then the suite.
-test: $(VENV)/.installed-dev
+test: $(VENV)/.installed-dev browser
 	$(BIN)/lint-imports
 	$(BIN)/deptry .
 	cd training && ../$(BIN)/deptry .
@@ -53,6 +68,10 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python benchmarks/offline_throughput.py $(ARGS)
 	$(BIN)/python benchmarks/scheduling.py
 	$(BIN)/python benchmarks/server_overhead.py
+
+# The console's screenshots in docs/console/ (the bundled model, a gateway and the demo agent; about a minute).
+screenshots: $(VENV)/.installed-dev browser
+	$(BIN)/python docs/console/screenshots.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache .import_linter_cache

@@ -303,6 +303,10 @@ DELEGATED_COMMANDS = {
         "switchyard.fleet.cli",
         "route and balance across many replicas behind one OpenAI-compatible gateway (`fleet serve`)",
     ),
+    "cluster": (
+        "switchyard.platform.cli",
+        "share a Ray cluster's GPUs between teams: job queue, quotas, gang placement, health (`cluster start`)",
+    ),
     "credits": (
         "switchyard.fleet.ledger.cli",
         "the gateway's credits ledger: grant credit to tenants, read balances and history (`--at TIME`)",

@@ -34,6 +34,9 @@ class EngineConfig:
     checkpoint's own (a compressed-tensors int8 or w8a8 checkpoint) or none."""
     device: str = "auto"
     """cpu, cuda, cuda:N, or auto (cuda when present)."""
+    tensor_parallel_size: int = 1
+    """Ranks the model is split over (`engine.parallel`): worker processes beside this one, gloo on CPU, NCCL
+    on CUDA (one GPU per rank, counted from `device`)."""
     block_size: int = 16
     max_model_len: int | None = None
     """Context length served; defaults to the model's max_position_embeddings."""
@@ -100,6 +103,8 @@ class EngineConfig:
             raise ValueError(f"kv_cache_dtype must be one of {', '.join(KV_CACHE_DTYPES)}")
         if self.quantization is not None and self.quantization not in QUANTIZATION_METHODS:
             raise ValueError(f"quantization must be one of {', '.join(QUANTIZATION_METHODS)}")
+        if self.tensor_parallel_size < 1:
+            raise ValueError("tensor_parallel_size must be >= 1")
         if self.kv_full_policy not in KV_FULL_POLICIES:
             raise ValueError(f"kv_full_policy must be one of {', '.join(KV_FULL_POLICIES)}")
         if any(w <= 0 for w in self.tenant_weights.values()):

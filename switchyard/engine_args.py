@@ -48,6 +48,13 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
         help="a Jinja chat template, or a file holding one, instead of the tokenizer's",
     )
     group.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto")
+    group.add_argument(
+        "--tensor-parallel-size",
+        "-tp",
+        type=int,
+        default=1,
+        help="split the model over N ranks (worker processes; gloo on CPU, NCCL on CUDA, one GPU each)",
+    )
     group.add_argument("--block-size", type=int, default=16, help="tokens per KV cache block")
     group.add_argument("--max-model-len", type=int, default=None, help="context length to serve")
     group.add_argument("--max-num-seqs", type=int, default=256, help="sequences running at once")
@@ -208,6 +215,7 @@ def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:
         kv_cache_dtype=args.kv_cache_dtype,
         quantization=args.quantization,
         device=args.device,
+        tensor_parallel_size=args.tensor_parallel_size,
         block_size=args.block_size,
         max_model_len=args.max_model_len,
         max_num_seqs=args.max_num_seqs,

@@ -32,6 +32,8 @@ loaded = sorted(m for m in sys.modules if m.startswith(("switchyard.engine", "sw
 assert not loaded, f"agents or bench loaded {loaded}"
 import switchyard.plan, switchyard.plan.cli, switchyard.plan.capacity, switchyard.kv_budget
 assert "torch" not in sys.modules, "plan loaded torch"
+import switchyard.console.mount, switchyard.agents.console_app
+assert "torch" not in sys.modules, "the console loaded torch"
 from switchyard import LLM, SamplingParams
 assert "torch" in sys.modules and LLM.__name__ == "LLM" and SamplingParams.__name__ == "SamplingParams"
 """

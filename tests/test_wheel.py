@@ -43,6 +43,16 @@ def build_wheel(tmp_path: Path) -> zipfile.ZipFile:
 def test_the_wheel_ships_the_weights_and_no_training_code(tmp_path: Path) -> None:
     names = set(build_wheel(tmp_path).namelist())
     assert "switchyard/engine/engine.py" in names and "switchyard/kv_budget.py" in names
+    console = {
+        "index.html",
+        "console.css",
+        "js/app.js",
+        "vendor/uplot/uPlot.iife.min.js",
+        "vendor/uplot/LICENSE",
+    }
+    assert {f"switchyard/console/static/{name}" for name in console} <= names, (
+        "the console's pages are missing"
+    )
     training = sorted(
         n for n in names if n.startswith("switchyard_training/") or n.startswith("switchyard/bundled/")
     )

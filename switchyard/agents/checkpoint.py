@@ -89,6 +89,10 @@ class CheckpointStore:
     def run_ids(self) -> list[str]:
         return [row[0] for row in self._db.execute("SELECT run_id FROM runs ORDER BY updated")]
 
+    def run_updates(self) -> dict[str, float]:
+        """Each run's last checkpoint time (unix seconds), oldest first."""
+        return dict(self._db.execute("SELECT run_id, updated FROM runs ORDER BY updated").fetchall())
+
     def effect(self, key: str) -> Effect | None:
         row = self._db.execute("SELECT status, result FROM effects WHERE key = ?", (key,)).fetchone()
         return Effect(*row) if row else None

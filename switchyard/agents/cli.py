@@ -28,9 +28,22 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--task", action="append", default=None, help="a request to run (repeatable)")
     demo.add_argument(
         "--approve",
-        choices=("ask", "yes", "no"),
+        choices=("ask", "yes", "no", "console"),
         default="ask",
-        help="answer approval requests by asking on the terminal (default), or always yes / no",
+        help="answer approval requests by asking on the terminal (default), always yes / no, or in the web "
+        "console (a page on --console-port lists the runs, with Approve and Reject)",
+    )
+    demo.add_argument(
+        "--console-port",
+        type=int,
+        default=8090,
+        help="with --approve console: the loopback port of the console's page (8090; 0 picks a free one)",
+    )
+    demo.add_argument(
+        "--runs-db",
+        type=Path,
+        default=None,
+        help="with --approve console: the runs' checkpoint file (default: a fresh one under $SWITCHYARD_HOME)",
     )
     demo.add_argument("--max-turns", type=int, default=4, help="model calls per task (4)")
     demo.add_argument("--timeout", type=float, default=120.0, help="seconds per task (120)")

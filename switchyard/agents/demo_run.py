@@ -10,8 +10,11 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import TextIO
 
+from switchyard.agents.checkpoint import CheckpointStore
+from switchyard.agents.console_host import ConsoleHost
 from switchyard.agents.demo import DEMO_CALLER, DemoWorld, demo_agent, demo_tasks
 from switchyard.agents.events import (
     ApprovalRequested,
@@ -28,6 +31,7 @@ from switchyard.agents.result import RunResult
 from switchyard.agents.runner import Runner
 from switchyard.agents.tracing import AgentTracer, TraceConfig
 from switchyard.errors import SwitchyardError
+from switchyard.home import switchyard_home
 
 
 def run_demo(args: argparse.Namespace, out: TextIO | None = None) -> int:
@@ -93,36 +97,55 @@ def start_server(model: str, device: str, out: TextIO) -> tuple[subprocess.Popen
 async def _run_tasks(args: argparse.Namespace, base_url: str, out: TextIO) -> int:
     world = DemoWorld()
     tracer = AgentTracer.from_config(TraceConfig(jsonl_path=args.trace_file) if args.trace_file else None)
+    in_console = args.approve == "console"
+    store = CheckpointStore(args.runs_db or _fresh_runs_db()) if in_console else None
     runner = Runner(
         limits=RunLimits(max_turns=args.max_turns, timeout=args.timeout),
         policy=InjectionPolicy(spotlight=args.spotlight),
         tracer=tracer,
+        store=store,
     )
     agent = demo_agent(OpenAIModelClient(base_url=base_url), args.served_model or args.model, world)
+    console = await ConsoleHost.start(runner, args.console_port, out) if in_console else None
     failures = 0
-    for task in args.task or demo_tasks(world):
-        print(f"\n> {task}", file=out, flush=True)
-        started = time.monotonic()
-        stream = runner.run_streamed(agent, task, caller=DEMO_CALLER)
-        while True:
-            async for event in stream.events():
-                _print_event(event, out)
-            result = stream.result
-            assert result is not None
-            if not result.interrupted:
-                break
-            for item in result.pending_approvals:
-                if _decide(args.approve, item.tool, item.arguments, item.reason, out):
-                    result.state.approve(item.call_id)
-                else:
-                    result.state.reject(item.call_id, "the user declined")
-            stream = runner.resume_streamed(result.state)
-        failures += not result.completed
-        _print_summary(result, time.monotonic() - started, out)
+    try:
+        for task in args.task or demo_tasks(world):
+            print(f"\n> {task}", file=out, flush=True)
+            started = time.monotonic()
+            stream = runner.run_streamed(agent, task, caller=DEMO_CALLER)
+            while True:
+                async for event in stream.events():
+                    _print_event(event, out)
+                result = stream.result
+                assert result is not None
+                if not result.interrupted:
+                    break
+                if console is not None:
+                    result = await console.wait_for_decisions(result, out)
+                    break
+                for item in result.pending_approvals:
+                    if _decide(args.approve, item.tool, item.arguments, item.reason, out):
+                        result.state.approve(item.call_id)
+                    else:
+                        result.state.reject(item.call_id, "the user declined")
+                stream = runner.resume_streamed(result.state)
+            failures += not result.completed
+            _print_summary(result, time.monotonic() - started, out)
+    finally:
+        if console is not None:
+            await console.stop()
+        if store is not None:
+            store.close()
     if world.outbox:
         print("\noutbox:", *world.outbox, sep="\n  ", file=out)
     tracer.shutdown()
     return 1 if failures else 0
+
+
+def _fresh_runs_db() -> Path:
+    folder = switchyard_home() / "agent-runs"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / f"demo-{time.strftime('%Y%m%d-%H%M%S')}.db"
 
 
 def _print_event(event: RunEvent, out: TextIO) -> None:

@@ -307,6 +307,9 @@ class AsyncLLMEngine:
         self._fail_all(EngineDeadError("the engine is shutting down"))
         with contextlib.suppress(RuntimeError):  # the executor is already shut down
             await self.run_in_engine_thread(self._abort_all_on_thread)
+            await self.run_in_engine_thread(
+                self.engine.close
+            )  # tensor-parallel ranks, on the thread they use
         self.text.shutdown()
         self._executor.shutdown(wait=False)
 

@@ -9,7 +9,10 @@ engine receives model folders only: bundled model names are resolved at the conf
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,6 +32,9 @@ from switchyard.engine.memory import (
 )
 from switchyard.engine.model_runner import ModelRunner
 from switchyard.engine.output_processor import OutputProcessor
+from switchyard.engine.parallel.group import RankModelSpec, TensorParallelGroup
+from switchyard.engine.parallel.rank_model import load_rank_model
+from switchyard.engine.parallel.runner import TensorParallelRunner
 from switchyard.engine.policy import PriorityFairPolicy, SchedulingPolicy
 from switchyard.engine.sampler import Sampler
 from switchyard.engine.scheduler import Scheduler, SchedulerConfig
@@ -46,10 +52,11 @@ from switchyard.models.kv_cache_dtype import resolve_kv_cache_dtype
 from switchyard.models.llama import LlamaForCausalLM
 from switchyard.models.loader import load_model, parse_dtype
 from switchyard.models.packed_linear import can_pack, pack_linear_layers
-from switchyard.models.quantization.apply import quantize_model, quantized_buffer_bytes
+from switchyard.models.quantization.apply import quantized_buffer_bytes
 from switchyard.models.quantization.checkpoint import checkpoint_quantization
 from switchyard.models.quantization.methods import QuantizationSpec
 from switchyard.models.speculator import Speculator, is_speculator_folder, load_speculator
+from switchyard.models.tensor_parallel import rank_slices
 from switchyard.models.tokenizer import (
     GenerationDefaults,
     eos_token_ids,
@@ -92,6 +99,10 @@ class EngineParts:
     inputs: InputProcessor
     outputs: OutputProcessor
     grammars: GrammarAdmission
+    make_runner: Callable[..., ModelRunner] = ModelRunner
+    """ModelRunner, or under tensor parallelism one that keeps the worker ranks in step."""
+    tensor_parallel: TensorParallelGroup | None = None
+    """The worker ranks (None: one rank); `LLMEngine.close` stops them."""
 
 
 @dataclass
@@ -147,15 +158,54 @@ def build_engine_parts(config: EngineConfig) -> EngineParts:
     generation = load_generation_defaults(folder)
 
     rss_before = peak_rss_bytes()
-    model = load_model(folder, dtype, device, max_positions=max_model_len)
     quantization = _quantization(config, folder)
+    pack = config.pack_weights and can_pack(device, dtype)
+    tensor_parallel = None
+    if config.tensor_parallel_size > 1:
+        rank_slices(
+            arch, 0, config.tensor_parallel_size
+        )  # a shape that does not split fails before any spawn
+        if (
+            device.type == "cuda"
+            and torch.cuda.device_count() < (device.index or 0) + config.tensor_parallel_size
+        ):
+            raise ValueError(
+                f"--tensor-parallel-size {config.tensor_parallel_size} needs that many GPUs from {device}; "
+                f"{torch.cuda.device_count()} are visible"
+            )
+        if device.type == "cpu" and config.kv_cache_memory is None:
+            # the ranks share this host's memory: each plans its cache from its share of it
+            share = (config.memory_utilization or 0.5) / config.tensor_parallel_size
+            config = dataclasses.replace(config, memory_utilization=share)
+        tensor_parallel = TensorParallelGroup(
+            RankModelSpec(
+                folder=str(folder),
+                dtype=dtype,
+                device=str(device),
+                max_model_len=max_model_len,
+                quantization=config.quantization,
+                pack=pack,
+                world_size=config.tensor_parallel_size,
+            )
+        )
+    try:
+        model = load_rank_model(
+            folder, dtype, device, max_model_len, config.quantization, 0, config.tensor_parallel_size
+        )
+    except BaseException:
+        if tensor_parallel is not None:
+            tensor_parallel.close()
+        raise
     if quantization is not None:
-        quantize_model(model, quantization)
         _warn_without_gate(folder, quantization)
     weights = model_bytes(model) + quantized_buffer_bytes(model)
-    pack = config.pack_weights and can_pack(device, dtype)
     if pack:
         pack_linear_layers(model)
+    make_runner = (
+        ModelRunner
+        if tensor_parallel is None
+        else functools.partial(TensorParallelRunner, group=tensor_parallel)
+    )
     speculation = _load_speculation(config, arch, dtype, device, max_model_len, pack)
     scheduler_config = config.scheduler_config(device)
     kv_budget = _size_kv_cache(
@@ -169,6 +219,7 @@ def build_engine_parts(config: EngineConfig) -> EngineParts:
         weights=weights,
         rss_before=rss_before,
         speculation=speculation,
+        make_runner=make_runner,
     )
     logger.info(
         "dtype %s, KV cache entries %s; KV cache budget: %s",
@@ -214,6 +265,8 @@ def build_engine_parts(config: EngineConfig) -> EngineParts:
         inputs=InputProcessor(tokenizer, eos, limits, device, grammars),
         outputs=OutputProcessor(max_model_len, spec_decoder, grammars),
         grammars=grammars,
+        make_runner=make_runner,
+        tensor_parallel=tensor_parallel,
     )
 
 
@@ -226,7 +279,7 @@ def build_scheduling_state(
     block_manager = BlockManager(
         num_blocks, config.block_size, enable_prefix_cache=config.enable_prefix_caching
     )
-    runner = ModelRunner(
+    runner = parts.make_runner(
         parts.model, num_blocks, config.block_size, parts.dtype, parts.device, parts.kv_dtype
     )
     policy = policy if policy is not None else PriorityFairPolicy(config.tenant_weights)
@@ -341,11 +394,12 @@ def _size_kv_cache(
     weights: int,
     rss_before: int,
     speculation: _Speculation | None,
+    make_runner: Callable[..., ModelRunner] = ModelRunner,
 ) -> KVCacheBudget:
     """Profile one forward pass at the step's token budget, then plan the cache from what memory is left."""
     tokens = scheduler_config.max_num_batched_tokens
     bs = config.block_size
-    probe = ModelRunner(model, -(-tokens // bs), bs, dtype, device, kv_dtype)
+    probe = make_runner(model, -(-tokens // bs), bs, dtype, device, kv_dtype)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
         base = torch.cuda.memory_allocated(device)

@@ -56,6 +56,11 @@ class LLMEngine:
         self.num_hung_steps = 0
         self.num_prompt_tokens = 0
 
+    def close(self) -> None:
+        """Stop the tensor-parallel worker ranks, if any (idempotent; nothing to do with one rank)."""
+        if self._parts.tensor_parallel is not None:
+            self._parts.tensor_parallel.close()
+
     def _use(self, state: SchedulingState) -> None:
         self.block_manager, self.runner = state.block_manager, state.runner
         self.scheduler, self.policy = state.scheduler, state.policy

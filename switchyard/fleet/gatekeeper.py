@@ -65,6 +65,9 @@ class GateRequest:
     cache_namespace: str
     """What keeps cached answers apart: the tenant's name, or without tenancy a hash of the client's key."""
     cache_control: str | None = None
+    limits_admitted: bool = False
+    """The key's limits already admitted the request (a cascade's tier call: the cascade holds one lease for
+    all its tiers), so they are not applied again."""
 
 
 @dataclass
@@ -81,6 +84,8 @@ class _Admitted:
     """The call as the client sent it (before the tenant's fields were written in), for the online-eval log."""
     sampled: bool = False
     """Logged for online evaluation when it ends."""
+    tenancy: bool = False
+    """Sent with a tenant's key: its usage is recorded."""
     started: float = 0.0
     settled: bool = False
 
@@ -117,7 +122,7 @@ class Gatekeeper:
         started = self._clock()
         tenant = caller.tenant.name if caller is not None else DEFAULT_TENANT
         estimate = estimate_prompt_tokens(call.fields.route.text)
-        lease = self._admit(caller, pool.name, estimate)
+        lease = None if request.limits_admitted else self.admit(caller, pool.name, estimate)
         try:
             key, lookup, entry = self._cache_lookup(request)
             if self._cache is not None:
@@ -170,7 +175,9 @@ class Gatekeeper:
             drop_usage_chunk=hide_usage,
             record_up_to=self._record_limit(storing, sampled),
         )
-        admitted = _Admitted(tenant, pool.name, estimate, lease, hook_token, meter, sent, sampled, started)
+        admitted = _Admitted(
+            tenant, pool.name, estimate, lease, hook_token, meter, sent, sampled, started, caller is not None
+        )
         try:
             response = await self._proxy.forward(pool, call)
         except BaseException:
@@ -220,7 +227,8 @@ class Gatekeeper:
             usage=usage,
         )
 
-    def _admit(self, caller: Caller | None, model: str, estimate: int) -> Lease | None:
+    def admit(self, caller: Caller | None, model: str, estimate: int) -> Lease | None:
+        """The key's limits: a lease on its buckets (None without tenancy), or RateLimitedError (429)."""
         if caller is None or self._tenancy is None:
             return None
         try:
@@ -249,7 +257,7 @@ class Gatekeeper:
         self, admitted: _Admitted, outcome: StreamOutcome, key: str | None, response: RelayedStream
     ) -> None:
         usage = admitted.meter.usage(admitted.prompt_estimate)
-        await self._settle(admitted, usage, _STREAM_OUTCOMES[outcome.end], admitted.lease is not None)
+        await self._settle(admitted, usage, _STREAM_OUTCOMES[outcome.end], admitted.tenancy)
         recorded = admitted.meter.recorded
         self._log(admitted, recorded, True, response.status_code, usage)
         if key is not None and outcome.end is StreamEnd.COMPLETED and recorded and self._cache is not None:

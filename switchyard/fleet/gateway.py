@@ -8,11 +8,12 @@ starts and stops it when it ends.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -25,6 +26,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from switchyard import __version__
 from switchyard.client_disconnect import until_disconnected
+from switchyard.console.mount import ConsoleConfig, mount_console
 from switchyard.errors import SwitchyardError
 from switchyard.fleet.errors import (
     AuthenticationError,
@@ -40,6 +42,7 @@ from switchyard.fleet.forwarded_headers import REQUEST_ID_HEADER, upstream_heade
 from switchyard.fleet.gatekeeper import DEFAULT_TENANT, GateRequest
 from switchyard.fleet.metrics import CONTENT_TYPE
 from switchyard.fleet.online_eval.feedback import parse_feedback, record_feedback
+from switchyard.fleet.prices import MICROS_PER_CREDIT
 from switchyard.fleet.proxy import ProxyCall
 from switchyard.fleet.request_fields import read_request_fields
 from switchyard.fleet.runtime import FleetRuntime
@@ -73,7 +76,55 @@ def build_gateway_app(runtime: FleetRuntime) -> FastAPI:
     app.add_middleware(_RequestIdMiddleware)  # outside the key check, so refusals carry the header too
     app.include_router(_openai_routes(runtime))
     app.include_router(_operations_routes(runtime))
+
+    async def fleet_state() -> dict[str, Any]:
+        balances = await asyncio.to_thread(runtime.credit_balances)
+        credits = (
+            None
+            if balances is None
+            else {tenant: micros / MICROS_PER_CREDIT for tenant, micros in balances.items()}
+        )
+        return {"replicas": _replica_rows(runtime), "credits": credits}
+
+    # The web console: the playground as on a server, and the fleet's dashboard: replicas, routing,
+    # tenants and online evaluation (its data under /v1, behind the gateway's keys).
+    keyed = runtime.config.api_key is not None or runtime.tenancy is not None
+    console = ConsoleConfig("Switchyard fleet", ("playground", "fleet"), key_required=keyed)
+    mount_console(
+        app, console, metrics=runtime.metrics.render, extra=fleet_state, guard=_operators_only(runtime)
+    )
     return app
+
+
+def _operators_only(runtime: FleetRuntime) -> Callable[[Request], None]:
+    """With tenants, the fleet's live view is the operators': it names every tenant and its spending."""
+
+    def guard(request: Request) -> None:
+        if runtime.tenancy is not None and not getattr(request.state, OPERATOR_STATE, False):
+            raise PermissionDeniedError("The fleet's live view needs the operators' key.")
+
+    return guard
+
+
+def _replica_rows(runtime: FleetRuntime) -> list[dict[str, Any]]:
+    """Every replica's state, for operators: where it is, whether it is routable, how loaded."""
+    return [
+        {
+            "name": replica.name,
+            "pool": pool.name,
+            "url": replica.url,
+            "health": replica.health.value,
+            "in_flight": replica.in_flight,
+            "load": {
+                "num_waiting": replica.load.num_waiting,
+                "num_running": replica.load.num_running,
+                "kv_cache_usage": replica.load.kv_cache_usage,
+            },
+            "ejections": pool.ejections[replica.name],
+        }
+        for pool in runtime.pools.values()
+        for replica in pool.replicas
+    ]
 
 
 async def _error_response(_: Request, exc: Exception) -> Response:
@@ -98,9 +149,6 @@ def _openai_routes(runtime: FleetRuntime) -> APIRouter:
             raise PermissionDeniedError(
                 f"This API key may not use the model `{fields.model}`.", param="model"
             )
-        pool = runtime.pools.get(fields.model)
-        if pool is None:
-            raise UnknownModelError(fields.model, list(runtime.pools))
         request_id: str = request.state.request_id
         config = runtime.config
         gateway_checks_key = config.api_key is not None or runtime.tenancy is not None
@@ -114,7 +162,13 @@ def _openai_routes(runtime: FleetRuntime) -> APIRouter:
             cache_namespace=caller.tenant.name if caller is not None else _key_namespace(request),
             cache_control=request.headers.get("cache-control"),
         )
-        return await until_disconnected(request, runtime.gatekeeper.forward(pool, gate_request))
+        pool = runtime.pools.get(fields.model)
+        cascade = runtime.cascades.get(fields.model)
+        if pool is not None:
+            return await until_disconnected(request, runtime.gatekeeper.forward(pool, gate_request))
+        if cascade is not None:  # a cascade: its tiers' pools in turn
+            return await until_disconnected(request, runtime.cascade_runner.forward(cascade, gate_request))
+        raise UnknownModelError(fields.model, [*runtime.pools, *runtime.cascades])
 
     @router.post("/chat/completions", response_model=None)
     async def chat_completions(request: Request) -> Response:
@@ -134,7 +188,8 @@ def _openai_routes(runtime: FleetRuntime) -> APIRouter:
     def visible(request: Request) -> list[str]:
         """The pools the caller may use (a tenant's key may be limited to some)."""
         caller: Caller | None = getattr(request.state, CALLER_STATE, None)
-        return [name for name in runtime.pools if caller is None or caller.key.may_use(name)]
+        names = [*runtime.pools, *runtime.cascades]
+        return [name for name in names if caller is None or caller.key.may_use(name)]
 
     @router.get("/models", response_model=None)
     async def models(request: Request) -> Response:
@@ -195,28 +250,7 @@ def _openai_routes(runtime: FleetRuntime) -> APIRouter:
     @router.get("/fleet/replicas", response_model=None)
     async def replicas() -> Response:
         """Every replica's state, for operators: where it is, whether it is routable, how loaded."""
-        return JSONResponse(
-            {
-                "object": "list",
-                "data": [
-                    {
-                        "name": replica.name,
-                        "pool": pool.name,
-                        "url": replica.url,
-                        "health": replica.health.value,
-                        "in_flight": replica.in_flight,
-                        "load": {
-                            "num_waiting": replica.load.num_waiting,
-                            "num_running": replica.load.num_running,
-                            "kv_cache_usage": replica.load.kv_cache_usage,
-                        },
-                        "ejections": pool.ejections[replica.name],
-                    }
-                    for pool in runtime.pools.values()
-                    for replica in pool.replicas
-                ],
-            }
-        )
+        return JSONResponse({"object": "list", "data": _replica_rows(runtime)})
 
     return router
 

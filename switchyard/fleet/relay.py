@@ -126,7 +126,7 @@ class RelayedStream(StreamingResponse):
         self._lost = lost
         self._named_events = named_events
         self._on_finish: Callable[[StreamOutcome], None] | None = on_finish
-        self._observer: Callable[[bytes], bytes] | None = None
+        self._observers: list[Callable[[bytes], bytes]] = []
         self._on_end: list[Callable[[StreamOutcome], Awaitable[None]]] = []
         self._outcome = StreamOutcome(StreamEnd.CLIENT_GONE, cached_tokens_in_events(first))
         super().__init__(
@@ -139,9 +139,10 @@ class RelayedStream(StreamingResponse):
     def watch(
         self, observer: Callable[[bytes], bytes], on_end: Callable[[StreamOutcome], Awaitable[None]]
     ) -> None:
-        """`observer` sees each batch of complete events before the client and returns what to send instead;
-        `on_end` is awaited once when the response has ended, after the replica's slot was returned."""
-        self._observer = observer
+        """`observer` sees each batch of complete events before the client and returns what to send instead
+        (observers added earlier see the events first); `on_end` is awaited once when the response has
+        ended, after the replica's slot was returned."""
+        self._observers.append(observer)
         self._on_end.append(on_end)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -186,7 +187,9 @@ class RelayedStream(StreamingResponse):
             watch.close()
 
     def _observed(self, events: bytes) -> bytes:
-        return events if self._observer is None else self._observer(events)
+        for observer in self._observers:
+            events = observer(events)
+        return events
 
     def _observe(self, events: bytes) -> None:
         reported = cached_tokens_in_events(events)

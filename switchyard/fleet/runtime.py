@@ -20,6 +20,8 @@ from pathlib import Path
 import httpx
 
 from switchyard.fleet.admission_hooks import AdmissionHooks
+from switchyard.fleet.cascade.config import CascadeConfig
+from switchyard.fleet.cascade.runner import CascadeRunner
 from switchyard.fleet.config import FleetConfig, LaunchConfig
 from switchyard.fleet.gatekeeper import Gatekeeper
 from switchyard.fleet.health import HealthChecker
@@ -71,6 +73,8 @@ class FleetRuntime:
                         model=pool_config.model,
                     )
                 )
+        self.cascades: dict[str, CascadeConfig] = {cascade.name: cascade for cascade in config.cascades}
+        """Model names served by trying pools in turn (cascade/), beside the pools' own names."""
         self.launchers: dict[str, ReplicaLauncher] = {}
         self.metrics = FleetMetrics(list(self.pools.values()), self.restarts, config.prices)
         limits_clock = limits_clock or clock
@@ -104,6 +108,7 @@ class FleetRuntime:
         self._client: httpx.AsyncClient | None = None
         self._proxy: Proxy | None = None
         self._gatekeeper: Gatekeeper | None = None
+        self._cascade_runner: CascadeRunner | None = None
         self._health: HealthChecker | None = None
 
     @property
@@ -118,6 +123,13 @@ class FleetRuntime:
         if self._gatekeeper is None:
             raise RuntimeError("the fleet runtime has not started")
         return self._gatekeeper
+
+    @property
+    def cascade_runner(self) -> CascadeRunner:
+        """The way a request to a cascade goes: each tier in turn through the gatekeeper."""
+        if self._cascade_runner is None:
+            raise RuntimeError("the fleet runtime has not started")
+        return self._cascade_runner
 
     async def start(self) -> None:
         """Open the connection pool, launch replicas, and begin health checks (replicas start STARTING)."""
@@ -151,6 +163,7 @@ class FleetRuntime:
                 if pool.shadow is not None
             },
         )
+        self._cascade_runner = CascadeRunner(self._gatekeeper, self.pools, self.metrics)
         if self.online_eval is not None:
             self.online_eval.writer.start()
         for pool_config in config.pools:
@@ -173,6 +186,14 @@ class FleetRuntime:
         self._health.start()
         for pool in self.pools.values():  # a policy's own tasks (kv_aware's event subscriber)
             await pool.policy.start(pool.replicas_now, self._client)
+
+    def credit_balances(self) -> dict[str, int] | None:
+        """Every tenant's credit balance now, in micro-credits; None without a credits ledger. Reads the
+        ledger's file: call it off the event loop."""
+        if self._credits is None:
+            return None
+        gate = self._credits.gate
+        return {tenant: gate.balance(tenant) for tenant in gate.ledger.tenants()}
 
     async def stop(self, grace: float) -> None:
         """Stop checking, stop the launched replicas (they drain within `grace`), close connections."""

@@ -23,6 +23,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from switchyard import __version__
+from switchyard.console.mount import ConsoleConfig, mount_console
 from switchyard.engine.async_engine import AsyncLLMEngine
 from switchyard.errors import SwitchyardError
 from switchyard.server.body_limit import BodySizeLimitMiddleware
@@ -92,6 +93,9 @@ def build_app(engine: AsyncLLMEngine, settings: ServerSettings) -> FastAPI:
         add_cors(app, settings.cors)
     app.include_router(_openai_routes(state))
     app.include_router(_operations_routes(state))
+    # The web console: the chat playground and the engine's live dashboard (its data under /v1, keyed).
+    console = ConsoleConfig("Switchyard", ("playground", "dashboard"), key_required=bool(keys))
+    mount_console(app, console, metrics=state.metrics.render, draining=lambda: state.draining)
     return app
 
 

@@ -355,3 +355,16 @@ def test_without_tenancy_the_cache_keeps_clients_keys_apart_and_hooks_see_the_de
         assert all(usage.output_tokens > 0 for _, usage in hooks.settled)
     finally:
         gateway.stop()
+
+
+def test_the_consoles_fleet_view_is_the_operators(tenancy: Tenancy) -> None:
+    """A tenant's key chats in the console's playground, but the live fleet view names every tenant."""
+    tenant = tenancy.add("console-viewer")
+    with tenancy.gateway.http() as http:
+        refused = http.get("/v1/console/stream", headers={"Authorization": f"Bearer {tenant}"})
+        assert refused.status_code == 403 and "operators' key" in refused.json()["error"]["message"]
+        assert http.get("/v1/console/ping", headers={"Authorization": f"Bearer {tenant}"}).status_code == 200
+        operator = {"Authorization": f"Bearer {OPERATOR_KEY}"}
+        with http.stream("GET", "/v1/console/stream", headers=operator) as stream:
+            line = next(line for line in stream.iter_lines() if line.startswith("data:"))
+    assert "switchyard:fleet_tenant_requests" in line and '"replicas"' in line

@@ -1,0 +1,1 @@
+"""Tensor parallelism: worker processes that hold the other ranks' shards and follow rank 0's steps."""

@@ -1,0 +1,40 @@
+"""One rank's model, prepared the same way on every rank: load, shard, quantize, pack."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from switchyard.models.llama import LlamaForCausalLM
+from switchyard.models.loader import load_model
+from switchyard.models.packed_linear import pack_linear_layers
+from switchyard.models.quantization.apply import quantize_model
+from switchyard.models.quantization.checkpoint import checkpoint_quantization
+from switchyard.models.quantization.methods import QuantizationSpec
+from switchyard.models.tensor_parallel import shard_model
+
+
+def load_rank_model(
+    folder: str | Path,
+    dtype: torch.dtype,
+    device: torch.device,
+    max_model_len: int,
+    quantization: str | None,
+    rank: int,
+    world_size: int,
+) -> LlamaForCausalLM:
+    """Rank `rank`'s shard, quantized as asked (or as the checkpoint is); not yet packed (the caller decides)."""
+    full = load_model(folder, dtype, device, max_positions=max_model_len)
+    model = shard_model(full, rank, world_size) if world_size > 1 else full
+    del full
+    spec = (
+        QuantizationSpec(quantization) if quantization is not None else checkpoint_quantization(Path(folder))
+    )  # type: ignore[arg-type]
+    if spec is not None:
+        quantize_model(model, spec)
+    return model
+
+
+def pack_rank_model(model: LlamaForCausalLM) -> None:
+    pack_linear_layers(model)

@@ -1,0 +1,1 @@
+"""A discrete-event simulator that drives the platform's scheduling policies at cluster scale."""
