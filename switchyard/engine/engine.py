@@ -73,12 +73,24 @@ class LLMEngine:
         return self.grammar_admission.manager
 
     @property
+    def vocab_size(self) -> int:
+        """Token ids the model accepts are [0, vocab_size): the one bound for prompts, token-id parameters and
+        /detokenize (the tokenizer may know fewer; ids past it decode to nothing)."""
+        return self._inputs.limits.vocab_size
+
+    @property
     def num_generated_tokens(self) -> int:
         return self._outputs.num_generated_tokens
 
     # --------------------------------------------------------------- requests
     def tokenize(self, prompt: str) -> list[int]:
         return self._inputs.tokenize(prompt)
+
+    def check_prompt(self, token_ids: list[int], params: SamplingParams) -> None:
+        """The admission checks of a token-id prompt that need neither the tokenizer nor engine state (length,
+        ids, max_tokens, sampling values): InvalidRequestError before any expensive work such as a grammar
+        compile. Safe off the engine thread: it reads only fixed limits."""
+        self._inputs.check(token_ids, params)
 
     def truncate_prompt(self, token_ids: list[int], params: SamplingParams) -> list[int]:
         """The prompt's last `truncate_prompt_tokens` tokens; for -1, as many as fit beside max_tokens."""

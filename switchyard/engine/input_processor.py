@@ -104,6 +104,10 @@ class InputProcessor:
         request.sequences.append(self.new_sequence(request, 0, list(token_ids)))
         return request
 
+    def check(self, token_ids: list[int], params: SamplingParams) -> None:
+        """What `process` would refuse in a token-id prompt, without making the request (pure: limits only)."""
+        self._validate(self.truncate(list(token_ids), params), params)
+
     def tokenize(self, prompt: str) -> list[int]:
         if self.tokenizer is None:
             raise InvalidRequestError("this engine has no tokenizer: pass prompt token ids", param="prompt")

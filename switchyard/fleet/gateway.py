@@ -48,6 +48,7 @@ from switchyard.fleet.request_fields import read_request_fields
 from switchyard.fleet.runtime import FleetRuntime
 from switchyard.fleet.tenancy.authentication import CALLER_STATE, OPERATOR_STATE, TenantKeyMiddleware
 from switchyard.fleet.tenancy.records import Caller
+from switchyard.unhandled_errors import UnhandledErrorMiddleware
 
 """nginx's status for a request whose client left before the answer; nobody receives it, logs show it."""
 
@@ -65,12 +66,13 @@ def build_gateway_app(runtime: FleetRuntime) -> FastAPI:
 
     app = FastAPI(title="Switchyard fleet", version=__version__, lifespan=lifespan)
     app.state.fleet = runtime
-    for error_type in (HTTPException, SwitchyardError, Exception):
+    for error_type in (HTTPException, SwitchyardError):
         app.add_exception_handler(error_type, _error_response)
     if runtime.tenancy is not None:
         app.add_middleware(TenantKeyMiddleware, tenancy=runtime.tenancy, operator_key=runtime.config.api_key)
     elif runtime.config.api_key is not None:
         app.add_middleware(_ApiKeyMiddleware, key=runtime.config.api_key)
+    app.add_middleware(UnhandledErrorMiddleware, describe=describe)  # a 500 that keeps the connection usable
     app.add_middleware(_RequestIdMiddleware)  # outside the key check, so refusals carry the header too
     app.include_router(_openai_routes(runtime))
     app.include_router(_operations_routes(runtime))
