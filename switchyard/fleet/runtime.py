@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import aiohttp
 import httpx
 
 from switchyard.fleet.admission_hooks import AdmissionHooks
@@ -102,6 +103,7 @@ class FleetRuntime:
         self._launcher_factory = launcher_factory or Launchers()
         self._clock = clock
         self._client: httpx.AsyncClient | None = None
+        self._session: aiohttp.ClientSession | None = None
         self._proxy: Proxy | None = None
         self._gatekeeper: Gatekeeper | None = None
         self._health: HealthChecker | None = None
@@ -120,7 +122,7 @@ class FleetRuntime:
         return self._gatekeeper
 
     async def start(self) -> None:
-        """Open the connection pool, launch replicas, and begin health checks (replicas start STARTING)."""
+        """Open the connection pools, launch replicas, and begin health checks (replicas start STARTING)."""
         config = self.config
         worker_headers = (
             {} if config.worker_api_key is None else {"authorization": f"Bearer {config.worker_api_key}"}
@@ -133,8 +135,16 @@ class FleetRuntime:
             limits=httpx.Limits(max_connections=None, max_keepalive_connections=256, keepalive_expiry=30.0),
             follow_redirects=False,
         )
+        self._session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=30.0),
+            timeout=aiohttp.ClientTimeout(
+                total=None, connect=config.connect_timeout, sock_read=config.read_timeout
+            ),
+            auto_decompress=False,  # bodies pass through as the replica wrote them
+            skip_auto_headers=("Content-Type",),  # only the client's own, as it sent it
+        )
         self._proxy = Proxy(
-            self._client, self.metrics, config.max_attempts, config.health_timeout, self._clock
+            self._session, self._client, self.metrics, config.max_attempts, config.health_timeout, self._clock
         )
         self._gatekeeper = Gatekeeper(
             self._proxy,
@@ -196,6 +206,8 @@ class FleetRuntime:
         self._launcher_factory.close()
         if self._client is not None:
             await self._client.aclose()
+        if self._session is not None:
+            await self._session.close()
         if self.tenancy is not None:
             self.tenancy.close()
         if self._weights_dir is not None:
