@@ -13,7 +13,6 @@ the CPU httpx spends on them (benchmarks/gateway_overhead.py); httpx stays for t
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable
