@@ -23,6 +23,7 @@ import aiohttp
 import httpx
 from fastapi.responses import Response
 
+from switchyard.fleet.admission import DEFAULT_TENANT
 from switchyard.fleet.errors import NoHealthyReplicaError, QueueFullError, describe
 from switchyard.fleet.forwarded_headers import REQUEST_ID_HEADER, downstream_headers
 from switchyard.fleet.metrics import NO_REPLICA, FleetMetrics
@@ -55,6 +56,10 @@ class ProxyCall:
     fields: RequestFields
     headers: list[tuple[str, str]]
     request_id: str
+    tenant: str = DEFAULT_TENANT
+    """Whom the request waits as when the pool's replicas are full (admission.py)."""
+    weight: float = 1.0
+    """The tenant's fair-share weight."""
 
     @property
     def named_events(self) -> bool:
@@ -103,7 +108,7 @@ class Proxy:
         if pool.policy.needs_tokens:
             route = await self._with_tokens(pool, call, route)
         try:
-            await pool.admit()
+            await pool.admit(call.tenant, call.weight)
         except (QueueFullError, NoHealthyReplicaError) as exc:
             reason = "queue_full" if isinstance(exc, QueueFullError) else "no_replica"
             self._observe_refused(pool, reason, exc, arrived)
