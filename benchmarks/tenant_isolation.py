@@ -6,9 +6,10 @@ real processes on loopback; the gateway launches the replicas, so they read the 
 tenants: `steady` sends one streamed chat request at a time (16 output tokens) and measures the time to its
 first token; `flood` runs --flood-threads loops of the same requests with 64 output tokens, as fast as the
 gateway lets it, a refused request retried after its Retry-After (as the official client does), from a process
-of its own (in the steady client's, the flood's parsing would hold the GIL while steady timed). Three phases, each --seconds long: steady alone (its idle
-TTFT), then steady beside the flood with the flood's key limited to --flood-concurrency requests at a time (and
-the two tenants at equal fair-share weight), then beside the flood with no limit on its key. Reported: steady's
+of its own (in the steady client's, the flood's parsing would hold the GIL while steady timed). Three phases,
+each --seconds long: steady alone (its idle TTFT), then steady beside the flood with the flood's key limited to
+--flood-concurrency requests at a time (and the two tenants at equal fair-share weight), then beside the flood
+with no limit on its key. Reported: steady's
 p50 and p99 TTFT in each phase and their ratio to idle, and the flood's answered and refused (429) requests.
 
 Usage: python benchmarks/tenant_isolation.py [--seconds S] [--flood-threads N] [--model M] [--json FILE]
