@@ -12,7 +12,11 @@ each --seconds long: steady alone (its idle TTFT), then steady beside the flood 
 with no limit on its key. Reported: steady's
 p50 and p99 TTFT in each phase and their ratio to idle, and the flood's answered and refused (429) requests.
 
-Usage: python benchmarks/tenant_isolation.py [--seconds S] [--flood-threads N] [--model M] [--json FILE]
+With --max-in-flight-per-replica small, requests beyond it wait in the gateway's admission queue, whose order
+between the tenants is then what steady's TTFT measures.
+
+Usage: python benchmarks/tenant_isolation.py [--seconds S] [--flood-threads N] [--max-in-flight-per-replica N]
+    [--model M] [--json FILE]
 """
 
 from __future__ import annotations
@@ -141,6 +145,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=12.0, help="length of each phase (12)")
     parser.add_argument("--flood-threads", type=int, default=12, help="the flooding tenant's loops (12)")
     parser.add_argument("--flood-concurrency", type=int, default=2, help="the limited flood's key (2)")
+    parser.add_argument(
+        "--max-in-flight-per-replica",
+        type=int,
+        default=None,
+        help="the gateway's per-replica limit (its default: 64); a small one makes requests wait in the gateway",
+    )
     parser.add_argument("--model", default=None, help="model folder or bundled name (default: a tiny Llama)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
@@ -168,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
             "--tenants-db",
             str(db),
         ]
+        if args.max_in_flight_per_replica is not None:
+            gateway += ["--max-in-flight-per-replica", str(args.max_in_flight_per_replica)]
         gateway += ["--policy", "least_load", "--", "--device", "cpu", "--dtype", "float32"]
         gateway += ["--max-model-len", "256", "--kv-cache-memory", str(8 << 20)]
         process = start(gateway, f"{url}/health")
