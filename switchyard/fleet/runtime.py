@@ -42,6 +42,8 @@ from switchyard.fleet.tenancy.weights_file import weights_toml, with_weights_fil
 
 logger = logging.getLogger(__name__)
 
+_REPLICA_KEEPALIVE = 4.0
+"""Seconds an idle connection to a replica is kept for the next request."""
 _IDLE_POLL = 0.05
 """Seconds between looks at whether the last request finished, while draining."""
 
@@ -136,7 +138,9 @@ class FleetRuntime:
             follow_redirects=False,
         )
         self._session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=30.0),
+            # idle connections are dropped before uvicorn's own 5 s keep-alive (a Switchyard replica's) drops
+            # them, so a request never goes out on a connection the replica is closing
+            connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=_REPLICA_KEEPALIVE),
             timeout=aiohttp.ClientTimeout(
                 total=None, connect=config.connect_timeout, sock_read=config.read_timeout
             ),
