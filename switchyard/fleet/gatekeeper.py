@@ -20,6 +20,7 @@ from typing import Any
 
 from fastapi.responses import Response
 
+from switchyard.fleet.admission import DEFAULT_TENANT
 from switchyard.fleet.admission_hooks import AdmissionHooks, HookRequest, NoAdmissionHooks
 from switchyard.fleet.errors import RateLimitedError
 from switchyard.fleet.metrics import FleetMetrics
@@ -46,8 +47,6 @@ from switchyard.fleet.usage_meter import UsageMeter
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_TENANT = "default"
-"""The tenant the admission hooks see when the gateway runs without tenancy."""
 _STREAM_OUTCOMES = {
     StreamEnd.COMPLETED: "answered",
     StreamEnd.REPLICA_LOST: "cut_off",
@@ -169,7 +168,8 @@ class Gatekeeper:
         sent = call
         if caller is not None:
             forwarded = tenant_body(call.fields.body, call.endpoint, caller.tenant)
-            call, hide_usage = replace(call, body=forwarded.body), forwarded.hide_usage_chunk
+            call = replace(call, body=forwarded.body, tenant=tenant, weight=caller.tenant.weight)
+            hide_usage = forwarded.hide_usage_chunk
         meter = UsageMeter(
             on_output_tokens=lease.charge_output if lease is not None else _ignore,
             drop_usage_chunk=hide_usage,

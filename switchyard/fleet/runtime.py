@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import aiohttp
 import httpx
 
 from switchyard.fleet.admission_hooks import AdmissionHooks
@@ -43,6 +44,8 @@ from switchyard.fleet.tenancy.weights_file import weights_toml, with_weights_fil
 
 logger = logging.getLogger(__name__)
 
+_REPLICA_KEEPALIVE = 4.0
+"""Seconds an idle connection to a replica is kept for the next request."""
 _IDLE_POLL = 0.05
 """Seconds between looks at whether the last request finished, while draining."""
 
@@ -106,6 +109,7 @@ class FleetRuntime:
         self._launcher_factory = launcher_factory or Launchers()
         self._clock = clock
         self._client: httpx.AsyncClient | None = None
+        self._session: aiohttp.ClientSession | None = None
         self._proxy: Proxy | None = None
         self._gatekeeper: Gatekeeper | None = None
         self._cascade_runner: CascadeRunner | None = None
@@ -132,7 +136,7 @@ class FleetRuntime:
         return self._cascade_runner
 
     async def start(self) -> None:
-        """Open the connection pool, launch replicas, and begin health checks (replicas start STARTING)."""
+        """Open the connection pools, launch replicas, and begin health checks (replicas start STARTING)."""
         config = self.config
         worker_headers = (
             {} if config.worker_api_key is None else {"authorization": f"Bearer {config.worker_api_key}"}
@@ -145,8 +149,18 @@ class FleetRuntime:
             limits=httpx.Limits(max_connections=None, max_keepalive_connections=256, keepalive_expiry=30.0),
             follow_redirects=False,
         )
+        self._session = aiohttp.ClientSession(
+            # idle connections are dropped before uvicorn's own 5 s keep-alive (a Switchyard replica's) drops
+            # them, so a request never goes out on a connection the replica is closing
+            connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=_REPLICA_KEEPALIVE),
+            timeout=aiohttp.ClientTimeout(
+                total=None, connect=config.connect_timeout, sock_read=config.read_timeout
+            ),
+            auto_decompress=False,  # bodies pass through as the replica wrote them
+            skip_auto_headers=("Content-Type",),  # only the client's own, as it sent it
+        )
         self._proxy = Proxy(
-            self._client, self.metrics, config.max_attempts, config.health_timeout, self._clock
+            self._session, self._client, self.metrics, config.max_attempts, config.health_timeout, self._clock
         )
         self._gatekeeper = Gatekeeper(
             self._proxy,
@@ -217,6 +231,8 @@ class FleetRuntime:
         self._launcher_factory.close()
         if self._client is not None:
             await self._client.aclose()
+        if self._session is not None:
+            await self._session.close()
         if self.tenancy is not None:
             self.tenancy.close()
         if self._weights_dir is not None:
