@@ -55,6 +55,7 @@ from switchyard.fleet.policies import POLICIES, make_policy
 from switchyard.fleet.prices import PriceTable, price_table_from_mapping
 from switchyard.fleet.replicas.base import ReplicaSpec
 from switchyard.fleet.response_cache import ResponseCacheConfig
+from switchyard.fleet.semantic_cache import SemanticCacheConfig, semantic_config_from_mapping
 
 LauncherKind = Literal["local", "ray"]
 
@@ -198,6 +199,8 @@ class FleetConfig:
     """The tenants database (a SQLite file, or a postgresql:// URL): set, every /v1 request needs a tenant's
     key, and keys' limits, usage and costs apply. `api_key` is then the operators' key (usage of any tenant)."""
     response_cache: ResponseCacheConfig | None = None
+    semantic_cache: SemanticCacheConfig | None = None
+    """The response cache's semantic mode (`[response_cache.semantic]`): off unless configured."""
     """Answer repeated deterministic requests from the gateway (None: off)."""
     prices: PriceTable = field(default_factory=PriceTable)
     """What tokens cost per model, for usage costs and the credits ledger's charges."""
@@ -224,6 +227,10 @@ class FleetConfig:
             raise FleetConfigError("read_timeout must be positive")
         if self.max_attempts < 1:
             raise FleetConfigError("max_attempts must be at least 1")
+        if self.semantic_cache is not None and self.response_cache is None:
+            raise FleetConfigError(
+                "the semantic cache is a mode of the response cache: turn [response_cache] on"
+            )
         if self.shutdown_grace < 0:
             raise FleetConfigError("shutdown_grace must be >= 0")
         for pool in self.pools:
@@ -326,7 +333,11 @@ def _fleet_config(document: Mapping[str, Any]) -> FleetConfig:
     breaker = BreakerConfig(**{_BREAKER_KEYS[k]: v for k, v in document.items() if k in _BREAKER_KEYS})
     settings: dict[str, Any] = {key: document[key] for key in _FLEET_KEYS if key in document}
     if "response_cache" in document:
-        settings["response_cache"] = _cache_from_mapping(document["response_cache"])
+        table = document["response_cache"]
+        if isinstance(table, dict) and "semantic" in table:
+            table = dict(table)
+            settings["semantic_cache"] = semantic_config_from_mapping(table.pop("semantic"))
+        settings["response_cache"] = _cache_from_mapping(table)
     if "online_eval" in document:
         settings["online_eval"] = online_eval_from_mapping(document["online_eval"])
     if "cascades" in document:

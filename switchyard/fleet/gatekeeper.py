@@ -37,6 +37,7 @@ from switchyard.fleet.response_cache import (
     cache_key,
     is_deterministic,
 )
+from switchyard.fleet.semantic_cache import SemanticCache, SemanticMatch
 from switchyard.fleet.shadow import ShadowTraffic
 from switchyard.fleet.tenancy.key_limiter import Lease, estimate_prompt_tokens
 from switchyard.fleet.tenancy.records import Caller
@@ -101,6 +102,7 @@ class Gatekeeper:
         online_eval: OnlineEvalRecorder | None = None,
         clock: Callable[[], float] = time.monotonic,
         shadows: dict[str, tuple[Pool, float]] | None = None,
+        semantic: SemanticCache | None = None,
     ) -> None:
         """`online_eval`: logs a sampled share of the requests that reach a replica (online_eval/)."""
         self._proxy = proxy
@@ -113,6 +115,8 @@ class Gatekeeper:
         self._prices = prices
         self._tenancy = tenancy
         self._cache = cache
+        self._semantic = semantic if cache is not None else None
+        """The cache's semantic mode: on an exact miss, a cached answer to a question that means the same."""
         self._hooks: AdmissionHooks = hooks if hooks is not None else NoAdmissionHooks()
         self._hooked = hooks is not None
 
@@ -124,6 +128,10 @@ class Gatekeeper:
         lease = None if request.limits_admitted else self.admit(caller, pool.name, estimate)
         try:
             key, lookup, entry = self._cache_lookup(request)
+            match = None
+            if lookup == "miss" and self._semantic is not None:
+                match, entry = await self._semantic_lookup(request)
+                lookup = "semantic_hit" if entry is not None else lookup
             if self._cache is not None:
                 self._metrics.observe_cache_lookup(pool.name, lookup)
             if entry is not None:
@@ -131,7 +139,8 @@ class Gatekeeper:
                     lease.settle(TokenUsage())
                     lease.release()
                 await self._account(tenant, pool.name, TokenUsage(), "cache_hit", caller is not None)
-                return Response(entry.body, media_type=entry.media_type, headers={CACHE_HEADER: "hit"})
+                hit = "semantic-hit" if lookup == "semantic_hit" else "hit"
+                return Response(entry.body, media_type=entry.media_type, headers={CACHE_HEADER: hit})
             hook_request = HookRequest(
                 tenant=tenant,
                 model=pool.name,
@@ -188,7 +197,9 @@ class Gatekeeper:
         if isinstance(response, RelayedStream):
             response.watch(
                 meter.observe_events,
-                lambda outcome: self._stream_ended(admitted, outcome, key if storing else None, response),
+                lambda outcome: self._stream_ended(
+                    admitted, outcome, key if storing else None, response, match
+                ),
             )
             return response
         answered = response.status_code < 400
@@ -200,7 +211,26 @@ class Gatekeeper:
         if storing and key is not None and response.status_code == 200 and self._cache is not None:
             self._cache.put(key, bytes(response.body), response.media_type or "application/json")
             self._metrics.set_cache_entries(len(self._cache))
+            if self._semantic is not None:
+                self._semantic.remember(match, key)
         return response
+
+    async def _semantic_lookup(
+        self, request: GateRequest
+    ) -> tuple[SemanticMatch | None, CachedResponse | None]:
+        """The request's embedded question, and the cached answer to a similar one (None: none, or expired)."""
+        assert self._semantic is not None and self._cache is not None
+        if not CacheDirective.from_header(request.cache_control).look_up:
+            return None, None
+        match = await self._semantic.find(
+            request.cache_namespace, request.call.endpoint, request.call.fields.body
+        )
+        if match is None or match.key is None:
+            return match, None
+        entry = self._cache.get(match.key)
+        if entry is None:
+            self._semantic.index.discard(match.key)
+        return match, entry
 
     def _record_limit(self, storing: bool, sampled: bool) -> int:
         """Bytes of the answer the meter keeps: for the response cache, the online-eval log, or both."""
@@ -254,7 +284,12 @@ class Gatekeeper:
         return CacheDirective.from_header(request.cache_control).store
 
     async def _stream_ended(
-        self, admitted: _Admitted, outcome: StreamOutcome, key: str | None, response: RelayedStream
+        self,
+        admitted: _Admitted,
+        outcome: StreamOutcome,
+        key: str | None,
+        response: RelayedStream,
+        match: SemanticMatch | None = None,
     ) -> None:
         usage = admitted.meter.usage(admitted.prompt_estimate)
         recorded = admitted.meter.recorded
@@ -262,6 +297,8 @@ class Gatekeeper:
         if key is not None and outcome.end is StreamEnd.COMPLETED and recorded and self._cache is not None:
             self._cache.put(key, recorded, response.media_type or "text/event-stream")
             self._metrics.set_cache_entries(len(self._cache))
+            if self._semantic is not None:
+                self._semantic.remember(match, key)
         await self._settle(admitted, usage, _STREAM_OUTCOMES[outcome.end], admitted.tenancy)
         self._log(admitted, recorded, True, response.status_code, usage)
 

@@ -38,6 +38,7 @@ from switchyard.fleet.proxy import Proxy
 from switchyard.fleet.replica import Replica
 from switchyard.fleet.replicas.base import ReplicaLauncher
 from switchyard.fleet.response_cache import ResponseCache
+from switchyard.fleet.semantic_cache import EmbeddingsClient, SemanticCache
 from switchyard.fleet.tenancy.database import open_database
 from switchyard.fleet.tenancy.service import Tenancy
 from switchyard.fleet.tenancy.weights_file import weights_toml, with_weights_file
@@ -89,6 +90,14 @@ class FleetRuntime:
         """Tenants, keys, limits and usage; None when the gateway serves without tenancy."""
         self.cache = (
             ResponseCache(config.response_cache, limits_clock) if config.response_cache is not None else None
+        )
+        self._embeddings = (
+            EmbeddingsClient(config.semantic_cache) if config.semantic_cache is not None else None
+        )
+        self.semantic_cache = (
+            SemanticCache(config.semantic_cache, self._embeddings, config.response_cache.max_entries)
+            if config.semantic_cache is not None and self._embeddings is not None and config.response_cache
+            else None
         )
         self.online_eval = (
             OnlineEvalRecorder(config.online_eval, config.prices, wall_clock=wall_clock)
@@ -176,6 +185,7 @@ class FleetRuntime:
                 for pool in config.pools
                 if pool.shadow is not None
             },
+            self.semantic_cache,
         )
         self._cascade_runner = CascadeRunner(self._gatekeeper, self.pools, self.metrics)
         if self.online_eval is not None:
@@ -231,6 +241,8 @@ class FleetRuntime:
         self._launcher_factory.close()
         if self._client is not None:
             await self._client.aclose()
+        if self._embeddings is not None:
+            await self._embeddings.aclose()
         if self._session is not None:
             await self._session.close()
         if self.tenancy is not None:
