@@ -46,7 +46,14 @@ class EngineConfig:
     runs every step eagerly."""
     block_size: int = 16
     max_model_len: int | None = None
-    """Context length served; defaults to the model's max_position_embeddings."""
+    """Context length served; defaults to the model's max_position_embeddings (which it may exceed with
+    `sliding_window` or a dynamic NTK rope)."""
+    sliding_window: int | None = None
+    """Serve a model without a window with one: each token attends to the last this many, and the KV blocks
+    that leave the window are released, so memory per sequence stops growing (`docs/long_context.md`)."""
+    attention_sinks: int = 0
+    """With `sliding_window`: also keep the first this many tokens, attended at their cache positions
+    (StreamingLLM), which keeps perplexity stable as the window slides."""
     max_num_seqs: int = 256
     max_num_batched_tokens: int | None = None
     """Token budget of one step; defaults to 512 on CPU and 4096 on CUDA."""
@@ -118,6 +125,23 @@ class EngineConfig:
             raise ValueError(f"kv_full_policy must be one of {', '.join(KV_FULL_POLICIES)}")
         if any(w <= 0 for w in self.tenant_weights.values()):
             raise ValueError("tenant weights must be > 0")
+        if self.sliding_window is not None and self.sliding_window < 1:
+            raise ValueError("sliding_window must be >= 1 token")
+        if self.attention_sinks < 0:
+            raise ValueError("attention_sinks must be >= 0")
+        if self.attention_sinks and self.sliding_window is None:
+            raise ValueError("attention_sinks needs sliding_window (the recent tokens kept beside the sinks)")
+        if self.attention_sinks and self.speculative_method is not None:
+            raise ValueError(
+                f"speculative decoding ({self.speculative_method}) is not supported with attention sinks: "
+                "verification attends several positions per sequence, which the sinks' per-query rotation "
+                "does not batch; serve with one or the other"
+            )
+        if self.sliding_window is not None and self.tensor_parallel_size > 1:
+            raise ValueError(
+                "--sliding-window / --attention-sinks are not supported with --tensor-parallel-size > 1 yet: "
+                "the other ranks load the checkpoint's own attention; serve on one device"
+            )
 
     def resolved_device(self) -> torch.device:
         if self.device == "auto":

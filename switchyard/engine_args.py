@@ -71,6 +71,19 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--block-size", type=int, default=16, help="tokens per KV cache block")
     group.add_argument("--max-model-len", type=int, default=None, help="context length to serve")
+    group.add_argument(
+        "--sliding-window",
+        type=int,
+        default=None,
+        help="serve a model without a window with one of this many tokens: KV blocks that leave it are "
+        "released, and --max-model-len may exceed the trained context",
+    )
+    group.add_argument(
+        "--attention-sinks",
+        type=int,
+        default=0,
+        help="with --sliding-window: also keep the first N tokens, at cache positions (StreamingLLM)",
+    )
     group.add_argument("--max-num-seqs", type=int, default=256, help="sequences running at once")
     group.add_argument(
         "--max-num-batched-tokens",
@@ -234,6 +247,8 @@ def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:
         enforce_eager=args.enforce_eager,
         block_size=args.block_size,
         max_model_len=args.max_model_len,
+        sliding_window=args.sliding_window,
+        attention_sinks=args.attention_sinks,
         max_num_seqs=args.max_num_seqs,
         max_num_batched_tokens=args.max_num_batched_tokens,
         kv_cache_memory=args.kv_cache_memory,

@@ -8,13 +8,14 @@ prompt-logprob rows, when asked) go through the LM head, which on large vocabula
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
 
 from switchyard.engine.cuda_graphs import DecodeGraphs
 from switchyard.engine.sequence import Sequence
-from switchyard.models.attention import AttentionMetadata
+from switchyard.models.attention import AttentionMetadata, metadata_per_layer
 from switchyard.models.kv_cache_dtype import copyable
 from switchyard.models.llama import KVCaches, LlamaForCausalLM
 from switchyard.models.paged_kernel_plan import to_device
@@ -46,7 +47,8 @@ class StepInputs:
 
     input_ids: torch.Tensor
     positions: torch.Tensor
-    metadata: AttentionMetadata
+    metadata: AttentionMetadata | list[AttentionMetadata]
+    """One for every layer, or one per layer where their windows differ."""
     sample_index: torch.Tensor
     """Rows of the flat batch whose logits are sampled, in the order of sampled_seqs."""
     sampled_seqs: list[Sequence]
@@ -88,6 +90,12 @@ class ModelRunner:
         self.num_blocks = num_blocks
         self.decode_graph_sizes = decode_graph_sizes
         self.graphs: DecodeGraphs | None = None
+        self.layer_windows = config.layer_windows
+        self.streaming: dict[str, Any] = (
+            {"attention_sinks": config.attention_sinks, "rotation": model.rotary.rotation}
+            if config.attention_sinks
+            else {}
+        )
         # One tensor for all layers: [layers, K/V, blocks, block_size, kv_heads, head_dim]. Zero-filled so that
         # masked-out slots never hold NaN (0 * NaN would leak through the attention weights).
         # With CUDA graphs, one block more than the block manager hands out: the padding rows of a captured
@@ -178,16 +186,18 @@ class ModelRunner:
         device = self.device
         # One verification chunk alone goes the prefill way: fewer operations than the padded layout.
         batched = num_verifying if num_verifying > 1 else 0
-        metadata = AttentionMetadata.build(
+        metadata = metadata_per_layer(
+            self.layer_windows,
+            self.sliding_window,
             slot_mapping=_long_tensor(slots, device),
             block_size=bs,
             decode_block_tables=decode_tables,
             decode_context_lens=decode_lens,
             prefill_spans=spans[batched:],
             device=device,
-            sliding_window=self.sliding_window,
             verify_spans=spans[:batched] or None,
             kernel_group=self.kernel_group,
+            **self.streaming,
         )
         return StepInputs(
             input_ids=_long_tensor(input_ids, device),
@@ -249,15 +259,17 @@ class ModelRunner:
         if -(-num_tokens // bs) > num_blocks:
             raise ValueError("profiling KV cache too small for the token budget")
         table = list(range(-(-num_tokens // bs)))
-        metadata = AttentionMetadata.build(
+        metadata = metadata_per_layer(
+            self.layer_windows,
+            self.sliding_window,
             slot_mapping=torch.arange(num_tokens, device=self.device),
             block_size=bs,
             decode_block_tables=[],
             decode_context_lens=[],
             prefill_spans=[(0, num_tokens, num_tokens, table)],
             device=self.device,
-            sliding_window=self.sliding_window,
             kernel_group=self.kernel_group,
+            **self.streaming,
         )
         ids = torch.zeros(num_tokens, dtype=torch.long, device=self.device)
         # Positions wrap at the rotary table's length; only the shapes matter for profiling.

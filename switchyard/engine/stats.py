@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from switchyard.engine.expert_load import ExpertLoadMeter
 from switchyard.engine.scheduler import Scheduler
 from switchyard.engine.spec.decoder import SpecDecoder
 from switchyard.engine.structured.manager import StructuredOutputManager
@@ -33,6 +34,8 @@ class EngineStats:
     """Structured outputs: seconds spent compiling grammars and filling/applying token masks."""
     spec_decode: dict[str, int] = field(default_factory=dict)
     """Speculative decoding: verifying sequence-steps, proposed, accepted and emitted tokens."""
+    expert_tokens: dict[tuple[int, int], int] = field(default_factory=dict)
+    """Mixture-of-experts models: tokens the router sent to each (layer, expert) since load."""
 
 
 def collect_stats(
@@ -40,6 +43,7 @@ def collect_stats(
     num_hung_steps: int,
     structured: StructuredOutputManager | None,
     spec_decoder: SpecDecoder | None,
+    expert_load: ExpertLoadMeter | None = None,
 ) -> EngineStats:
     """The counters of the scheduler (its block manager and policy too), the grammars and speculation."""
     block_manager = scheduler.block_manager
@@ -56,6 +60,7 @@ def collect_stats(
         kv_full_decisions=dict(scheduler.kv_full_decisions),
         tenant_tokens=dict(getattr(scheduler.waiting, "tokens_served", {})),
         num_hung_steps=num_hung_steps,
+        expert_tokens=expert_load.totals() if expert_load is not None else {},
     )
     if structured is not None:
         grammar = structured.stats
