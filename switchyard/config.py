@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import torch
 
 from switchyard.engine.scheduler import SchedulerConfig
+from switchyard.models.attention_backend import ATTENTION_BACKENDS
 from switchyard.models.kv_cache_dtype import KV_CACHE_DTYPES
 from switchyard.models.quantization.methods import QUANTIZATION_METHODS
 
@@ -37,6 +38,12 @@ class EngineConfig:
     tensor_parallel_size: int = 1
     """Ranks the model is split over (`engine.parallel`): worker processes beside this one, gloo on CPU, NCCL
     on CUDA (one GPU per rank, counted from `device`)."""
+    attention_backend: str = "auto"
+    """sdpa (gather blocks, PyTorch attention: everywhere), triton (paged kernel reading block tables in place:
+    CUDA) or auto (triton on CUDA when installed, else sdpa): `models.attention_backend`."""
+    enforce_eager: bool = False
+    """On CUDA with the triton backend, decode steps replay captured CUDA graphs (`engine.cuda_graphs`); True
+    runs every step eagerly."""
     block_size: int = 16
     max_model_len: int | None = None
     """Context length served; defaults to the model's max_position_embeddings (which it may exceed with
@@ -110,6 +117,8 @@ class EngineConfig:
             raise ValueError(f"kv_cache_dtype must be one of {', '.join(KV_CACHE_DTYPES)}")
         if self.quantization is not None and self.quantization not in QUANTIZATION_METHODS:
             raise ValueError(f"quantization must be one of {', '.join(QUANTIZATION_METHODS)}")
+        if self.attention_backend not in ATTENTION_BACKENDS:
+            raise ValueError(f"attention_backend must be one of {', '.join(ATTENTION_BACKENDS)}")
         if self.tensor_parallel_size < 1:
             raise ValueError("tensor_parallel_size must be >= 1")
         if self.kv_full_policy not in KV_FULL_POLICIES:

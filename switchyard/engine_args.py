@@ -18,6 +18,8 @@ KV_CACHE_DTYPE_NAMES = ("auto", "float32", "bfloat16", "float16", "fp8", "fp8_e4
 """models.kv_cache_dtype's names, listed here for the same reason (tested)."""
 QUANTIZATION_NAMES = ("int8", "w8a8", "int4")
 """models.quantization's methods, listed here for the same reason (tested)."""
+ATTENTION_BACKEND_NAMES = ("auto", "sdpa", "triton")
+"""models.attention_backend's names, listed here for the same reason (tested)."""
 
 
 def add_engine_args(parser: argparse.ArgumentParser) -> None:
@@ -54,6 +56,18 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=1,
         help="split the model over N ranks (worker processes; gloo on CPU, NCCL on CUDA, one GPU each)",
+    )
+    group.add_argument(
+        "--attention-backend",
+        default="auto",
+        choices=ATTENTION_BACKEND_NAMES,
+        help="sdpa (gather blocks, PyTorch attention), triton (paged kernel reading block tables in place; "
+        "needs CUDA and the gpu extra) or auto (triton on CUDA when installed, else sdpa)",
+    )
+    group.add_argument(
+        "--enforce-eager",
+        action="store_true",
+        help="on CUDA, run decode steps eagerly instead of replaying captured CUDA graphs",
     )
     group.add_argument("--block-size", type=int, default=16, help="tokens per KV cache block")
     group.add_argument("--max-model-len", type=int, default=None, help="context length to serve")
@@ -229,6 +243,8 @@ def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:
         quantization=args.quantization,
         device=args.device,
         tensor_parallel_size=args.tensor_parallel_size,
+        attention_backend=args.attention_backend,
+        enforce_eager=args.enforce_eager,
         block_size=args.block_size,
         max_model_len=args.max_model_len,
         sliding_window=args.sliding_window,

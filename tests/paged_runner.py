@@ -47,8 +47,18 @@ class PagedSequence:
 class PagedRunner:
     """Owns KV caches and block tables for a few sequences and runs steps of the model over them."""
 
-    def __init__(self, model: LlamaForCausalLM, *, block_size: int = 4, num_blocks: int = 256, seed: int = 0):
+    def __init__(
+        self,
+        model: LlamaForCausalLM,
+        *,
+        block_size: int = 4,
+        num_blocks: int = 256,
+        seed: int = 0,
+        kernel: bool = False,
+    ):
+        """kernel: attend with the Triton kernel (`models.triton_attention`) instead of SDPA."""
         config = model.config
+        self.kernel_group = config.num_attention_heads // config.num_key_value_heads if kernel else None
         parameter = next(model.parameters())
         self.model = model
         self.block_size = block_size
@@ -122,6 +132,7 @@ class PagedRunner:
             decode_context_lens=decode_lens,
             prefill_spans=spans,
             device=self.device,
+            kernel_group=self.kernel_group,
             attention_sinks=config.attention_sinks,
             rotation=self.model.rotary.rotation if config.attention_sinks else None,
         )

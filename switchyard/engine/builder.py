@@ -21,6 +21,7 @@ import torch
 
 from switchyard.config import EngineConfig
 from switchyard.engine.block_manager import BlockManager
+from switchyard.engine.cuda_graphs import decode_graph_sizes
 from switchyard.engine.input_processor import InputLimits, InputProcessor
 from switchyard.engine.memory import (
     KVCacheBudget,
@@ -46,6 +47,7 @@ from switchyard.engine.spec.speculator import SpeculatorProposer
 from switchyard.engine.spec.step import SpeculativeStep
 from switchyard.engine.structured.admission import GrammarAdmission
 from switchyard.errors import ModelLoadError
+from switchyard.models.attention_backend import resolve_attention_backend
 from switchyard.models.config import ModelArchConfig, with_long_context
 from switchyard.models.cpu_bf16 import auto_dtype, cpu_has_native_bf16
 from switchyard.models.kv_cache_dtype import resolve_kv_cache_dtype
@@ -206,13 +208,13 @@ def build_engine_parts(config: EngineConfig) -> EngineParts:
     weights = model_bytes(model) + quantized_buffer_bytes(model)
     if pack:
         pack_linear_layers(model)
+    scheduler_config = config.scheduler_config(device)
     make_runner = (
-        ModelRunner
+        _single_rank_runner(config, device, dtype, kv_dtype, scheduler_config.max_num_seqs)
         if tensor_parallel is None
         else functools.partial(TensorParallelRunner, group=tensor_parallel)
     )
     speculation = _load_speculation(config, arch, dtype, device, max_model_len, pack)
-    scheduler_config = config.scheduler_config(device)
     kv_budget = _size_kv_cache(
         config,
         model,
@@ -294,9 +296,28 @@ def build_scheduling_state(
     runner = parts.make_runner(
         parts.model, num_blocks, config.block_size, parts.dtype, parts.device, parts.kv_dtype
     )
+    runner.capture_decode_graphs()
     policy = policy if policy is not None else PriorityFairPolicy(config.tenant_weights)
     scheduler = Scheduler(parts.scheduler_config, block_manager, policy)
     return SchedulingState(block_manager, runner, scheduler, policy)
+
+
+def _single_rank_runner(
+    config: EngineConfig, device: torch.device, dtype: torch.dtype, kv_dtype: torch.dtype, max_num_seqs: int
+) -> Callable[..., ModelRunner]:
+    """ModelRunner with the attention backend resolved, and on CUDA with the Triton kernel (unless
+    --enforce-eager) the decode batch sizes it captures as CUDA graphs. (Tensor parallel ranks stay on sdpa.)"""
+    backend = resolve_attention_backend(config.attention_backend, device, dtype, kv_dtype, config.block_size)
+    if backend == "triton" and config.attention_sinks:
+        if config.attention_backend == "triton":
+            raise ValueError(
+                "--attention-backend triton does not attend with --attention-sinks: use sdpa or auto"
+            )
+        backend = "sdpa"  # auto: the sinks' attention runs on the SDPA path
+    graphed = backend == "triton" and device.type == "cuda" and not config.enforce_eager
+    sizes = decode_graph_sizes(max_num_seqs) if graphed else ()
+    logger.info("attention backend %s; CUDA graphs at decode batch sizes %s", backend, list(sizes) or "off")
+    return functools.partial(ModelRunner, attention_backend=backend, decode_graph_sizes=sizes)
 
 
 def _quantization(config: EngineConfig, folder: Path) -> QuantizationSpec | None:

@@ -8,7 +8,8 @@ sequence owns a list of blocks (its block table); token i of the sequence lives 
 A step's tokens are laid out decode tokens first (one per decoding sequence), then speculative verification
 chunks (a few tokens each, `VerifyBatch`), then the prefill chunks. Decodes are attended in one batched call, as
 are verification chunks (padded to the longest); each prefill chunk in its own call, since chunks differ in
-length.
+length. That is the SDPA path, which runs everywhere; when the metadata carries a kernel plan (the triton
+backend, `models.attention_backend`), one Triton kernel attends the whole step in place instead.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from switchyard.models.kv_cache_dtype import as_stored, copyable, narrow
+from switchyard.models.paged_kernel_plan import PagedKernelPlan, build_kernel_plan
 from switchyard.models.streaming_attention import (
     Rotation,
     StreamingSpan,
@@ -96,6 +98,8 @@ class AttentionMetadata:
     """[num_decodes, 1, 1, max_blocks * block_size] which gathered slots each decode may attend to."""
     prefills: list[PrefillSpan] = field(default_factory=list)
     verify: VerifyBatch | None = None
+    kernel_plan: PagedKernelPlan | None = None
+    """Set when the Triton kernel attends (`models.attention_backend`): then the SDPA fields above are empty."""
     streaming: list[StreamingSpan] | None = None
     """Attention sinks (`streaming_attention`): every query of the step, in spans, instead of the above."""
     rotation: Rotation | None = None
@@ -113,12 +117,15 @@ class AttentionMetadata:
         device: torch.device,
         sliding_window: int | None = None,
         verify_spans: list[tuple[int, int, int, list[int]]] | None = None,
+        kernel_group: int | None = None,
         attention_sinks: int = 0,
         rotation: Rotation | None = None,
     ) -> AttentionMetadata:
         """Make the metadata from plain lists; all tensors and masks are derived here, once per step.
 
         prefill_spans holds (start, end, context_len, block_table) per prefill chunk; verify_spans the same for
+        consecutive verification chunks, attended together. kernel_group (query heads per KV head) asks for the
+        Triton kernel's plan instead of the SDPA masks.
         consecutive verification chunks, attended together. With `attention_sinks` (and a `sliding_window`),
         every query attends the StreamingLLM way instead (`streaming_attention`; `rotation` required).
         """
@@ -138,6 +145,18 @@ class AttentionMetadata:
                 rotation=rotation,
             )
         num_decodes = len(decode_context_lens)
+        if kernel_group is not None:
+            chunks = (verify_spans or []) + prefill_spans
+            plan = build_kernel_plan(
+                q_lens=[1] * num_decodes + [end - start for start, end, _, _ in chunks],
+                context_lens=list(decode_context_lens) + [context for _, _, context, _ in chunks],
+                block_tables=list(decode_block_tables) + [table for _, _, _, table in chunks],
+                block_size=block_size,
+                group=kernel_group,
+                device=device,
+                sliding_window=sliding_window,
+            )
+            return cls(slot_mapping, block_size, num_decode_tokens=num_decodes, kernel_plan=plan)
         decode_tables = decode_mask = None
         if num_decodes:
             lens_cpu = torch.tensor(decode_context_lens, dtype=torch.long)
@@ -233,6 +252,11 @@ def paged_attention(
 
     Keys and values of this step must already be written to the cache (write_kv).
     """
+    if metadata.kernel_plan is not None:
+        # Imported here: Triton is an optional dependency, loaded only by engines that chose the kernel.
+        from switchyard.models.triton_attention import triton_paged_attention
+
+        return triton_paged_attention(query, k_cache, v_cache, metadata.kernel_plan, scale)
     if metadata.streaming is not None and metadata.rotation is not None:
         return streaming_attention(query, k_cache, v_cache, metadata.streaming, scale, metadata.rotation)
     num_decodes = metadata.num_decode_tokens
