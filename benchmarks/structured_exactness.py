@@ -12,8 +12,11 @@ reported overall and per feature (the benchmark's `meta.features`). `auto` is me
 Each backend runs in a worker process; a schema that takes longer than --timeout seconds (compile and
 checks) kills the worker and counts as not compiled.
 
-Usage: python benchmarks/structured_exactness.py --data DIR [--walks 3] [--max-tokens 160] [--limit N]
-       [--timeout 20] [--json results/structured_exactness.json]
+Usage: python benchmarks/structured_exactness.py --data DIR [--walks 3] [--max-tokens 240] [--limit N]
+       [--shard I/N] [--rows OUT.jsonl] [--timeout 60]
+       python benchmarks/structured_exactness.py --summarise ROWS.jsonl... [--json results/....json]
+Shards (`--shard I/N`: every N-th file, in a fixed shuffled order, from the I-th, so a shard stopped early is
+still a sample of every category; each writes its rows as it goes) run side by side; `--summarise` merges their rows into the tables.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ def _worker(backend_name: str, tokenizer_dir: str, walks: int, max_tokens: int, 
     backend = create_backend(backend_name, tokenizer, vocab, [eos])
     shifts = torch.arange(32, dtype=torch.int32)
     bitmask = backend.allocate_bitmask(1)
+    conn.send("ready")
 
     def accepts(compiled: Any, text: str) -> bool:
         matcher = backend.new_matcher(compiled)
@@ -136,6 +140,8 @@ class Worker:
         self.conn, child = mp.Pipe()
         self.process = mp.get_context("spawn").Process(target=_worker, args=(*self.args, child), daemon=True)
         self.process.start()
+        if self.conn.recv() != "ready":  # start-up (imports, vocabulary indexing) is not a schema's time
+            raise RuntimeError("worker failed to start")
 
     def submit(self, job: tuple[str, Any, list[Any]]) -> None:
         self.job_name = job[0]
@@ -195,20 +201,40 @@ def summarise(rows: list[dict[str, Any]], names: tuple[str, ...]) -> dict[str, A
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, required=True, help="JSONSchemaBench MaskBench data folder")
+    parser.add_argument("--data", type=Path, help="JSONSchemaBench MaskBench data folder")
     parser.add_argument("--walks", type=int, default=3)
-    parser.add_argument("--max-tokens", type=int, default=160)
-    parser.add_argument("--timeout", type=float, default=20.0)
+    parser.add_argument("--max-tokens", type=int, default=240)
+    parser.add_argument("--timeout", type=float, default=60.0)
     parser.add_argument("--limit", type=int, default=None, help="every n-th file so that about N are used")
+    parser.add_argument("--shard", default=None, help="I/N: every N-th of the sorted files from the I-th")
+    parser.add_argument("--rows", type=Path, default=None, help="append each schema's results here (JSONL)")
+    parser.add_argument("--summarise", type=Path, nargs="+", default=None, help="merge rows files and report")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
+    if args.summarise:
+        merged = [json.loads(line) for path in args.summarise for line in path.read_text().splitlines()]
+        report(list({row["file"]: row for row in merged}.values()), args.json)  # a file once
+        return
+    if args.data is None:
+        parser.error("--data is required unless --summarise is given")
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
     from tokenizer_factory import build_tokenizer
 
     files = sorted(args.data.glob("*.json"))
+    random.Random(0).shuffle(files)  # a shard stopped early is still a sample of every category
+    if args.shard:
+        index, count = (int(x) for x in args.shard.split("/"))
+        files = files[index::count]
     if args.limit:
         files = files[:: max(1, len(files) // args.limit)][: args.limit]
     rows: list[dict[str, Any]] = []
+    if args.rows and args.rows.exists():  # resume a shard: keep what it measured, retry its timeouts
+        kept = [json.loads(line) for line in args.rows.read_text().splitlines()]
+        kept = [r for r in kept if not any("timeout" in str(r[n].get("refusal", "")) for n in BACKENDS)]
+        args.rows.write_text("".join(json.dumps(r, default=str) + "\n" for r in kept))
+        done = {r["file"] for r in kept}
+        files = [f for f in files if f.name not in done]
+        rows.extend(kept)
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tokenizer_dir:
         build_tokenizer(Path(tokenizer_dir), vocab_size=320)
@@ -223,10 +249,17 @@ def main() -> None:
                 row[name] = worker.result(args.timeout)
             row["auto"] = auto_result(case["schema"], {n: row[n] for n in BACKENDS})
             rows.append(row)
+            if args.rows:
+                with args.rows.open("a") as out:
+                    out.write(json.dumps(row, default=str) + "\n")
             if index % 250 == 0:
                 print(f"{index}/{len(files)} schemas, {time.perf_counter() - start:.0f} s", flush=True)
         for worker in workers.values():
             worker.close()
+    report(rows, args.json)
+
+
+def report(rows: list[dict[str, Any]], json_path: Path | None) -> None:
     names = (*BACKENDS, "auto")
     summary = summarise(rows, names)
     overall = summary["(all)"]
@@ -238,7 +271,7 @@ def main() -> None:
             f"exact {cell['exact'] / n:6.1%}  compiled but unsound {cell['unsound']}  "
             f"walks finished {cell['walks_finished']}"
         )
-    if args.json:
+    if json_path:
         unsound = [
             {
                 "file": r["file"],
@@ -249,8 +282,13 @@ def main() -> None:
             for n in BACKENDS
             if r[n]["compiled"] and not sound(r[n])
         ]
-        args.json.write_text(
-            json.dumps({"schemas": len(rows), "summary": summary, "unsound": unsound}, indent=1, default=str)
+        timeouts = {n: sum("timeout" in str(r[n].get("refusal", "")) for r in rows) for n in BACKENDS}
+        json_path.write_text(
+            json.dumps(
+                {"schemas": len(rows), "timeouts": timeouts, "summary": summary, "unsound": unsound},
+                indent=1,
+                default=str,
+            )
         )
 
 

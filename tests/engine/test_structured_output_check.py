@@ -96,7 +96,6 @@ def _durations(llm: LLM) -> list:
 def test_a_finished_output_that_breaks_its_pattern_is_an_error_not_a_success(
     tiny_model_dir: Path, backend: str
 ) -> None:
-    pytest.importorskip("llguidance")
     llm = LLM(
         model=str(tiny_model_dir),
         dtype="float32",

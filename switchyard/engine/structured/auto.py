@@ -5,9 +5,8 @@ xgrammar stays the engine for what it enforces as written: regexes, choices, EBN
 schemas xgrammar only approximates: those its guard refuses (`not`, `if/then/else`, `allOf` of several
 subschemas, `uniqueItems`, ...) and those with a `pattern`, `patternProperties` or `propertyNames` (xgrammar's
 regex inside JSON strings accepts strings the pattern does not, e.g. a date-time pattern of optional groups;
-measured on JSONSchemaBench, BENCHMARKS.md "Structured outputs: exactness"). Where llguidance is not installed,
-everything goes to xgrammar, and the output check (`output_check.py`) still keeps a wrong output from being
-returned as a success.
+measured on JSONSchemaBench, BENCHMARKS.md "Structured outputs: exactness"). Whichever library runs, the
+output check (`output_check.py`) keeps a wrong output from being returned as a success.
 """
 
 from __future__ import annotations
@@ -19,6 +18,7 @@ from typing import Any
 import torch
 
 from switchyard.engine.structured.backend import CompiledGrammar, GrammarBackend, GrammarMatcher
+from switchyard.engine.structured.llguidance import LLGuidanceBackend
 from switchyard.engine.structured.params import StructuredOutputsParams, parse_json_schema
 from switchyard.engine.structured.xgrammar import XGrammarBackend, apply_bitmask, unenforced_constraint
 from switchyard.errors import InvalidRequestError
@@ -97,23 +97,13 @@ class AutoBackend:
     def __init__(self, tokenizer: Any, vocab_size: int, stop_token_ids: Sequence[int]) -> None:
         self.vocab_size = vocab_size
         self.backends: dict[str, GrammarBackend] = {
-            "xgrammar": XGrammarBackend(tokenizer, vocab_size, stop_token_ids)
+            "xgrammar": XGrammarBackend(tokenizer, vocab_size, stop_token_ids),
+            "llguidance": LLGuidanceBackend(tokenizer, vocab_size, stop_token_ids),
         }
-        try:
-            from switchyard.engine.structured.llguidance import LLGuidanceBackend
-
-            self.backends["llguidance"] = LLGuidanceBackend(tokenizer, vocab_size, stop_token_ids)
-        except ImportError:
-            pass  # xgrammar alone; the output check still guards what it approximates
-
-    def route(self, spec: StructuredOutputsParams) -> tuple[str, ...]:
-        """`route(spec)` restricted to the libraries installed here."""
-        available = tuple(name for name in route(spec) if name in self.backends)
-        return available or ("xgrammar",)
 
     def compile(self, spec: StructuredOutputsParams) -> RoutedGrammar:
         error: InvalidRequestError | None = None
-        for name in self.route(spec):
+        for name in route(spec):
             try:
                 return RoutedGrammar(name, self.backends[name].compile(spec))
             except InvalidRequestError as exc:
