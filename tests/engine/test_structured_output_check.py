@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from xgrammar.testing import _is_grammar_accept_string
 
 from switchyard.engine.sampling_params import SamplingParams
 from switchyard.engine.structured.auto import route, uses_string_regex
-from switchyard.engine.structured.output_check import output_check
+from switchyard.engine.structured.output_check import REGEX_BUDGET_SECONDS, output_check
 from switchyard.engine.structured.params import StructuredOutputsParams
 from switchyard.engine.structured.xgrammar import strict_json_ebnf
 from switchyard.llm import LLM
@@ -119,3 +120,30 @@ def test_a_finished_output_that_breaks_its_pattern_is_an_error_not_a_success(
         assert stats.invalid_outputs == {("xgrammar", "pattern"): errors}
     else:
         assert errors == 0 and stats.invalid_outputs == {}
+
+
+def test_a_backtracking_pattern_cannot_stall_the_check() -> None:
+    """`^\\w+([.-]?\\w+)*@...` (an e-mail pattern in JSONSchemaBench) makes Python's `re` backtrack for minutes
+    on a long word without "@" (it stalled the benchmark): the check answers within its regex budget."""
+    email = r"^\w+([\.-]?\w+)*@\w+([\.-]?\w+)*(\.\w{2,})+$"
+    check = output_check(StructuredOutputsParams(json={"type": "string", "pattern": email}))
+    assert check is not None
+    start = time.monotonic()
+    check.check(json.dumps("a" * 60 + "!"))  # a mismatch, or "cannot tell in time" (None)
+    assert time.monotonic() - start < REGEX_BUDGET_SECONDS + 1.0
+    assert check.check('"ann@example.org"') is None
+    mismatch = check.check('"no at sign"')
+    assert mismatch is not None and mismatch.construct == "pattern"
+    keys = output_check(
+        StructuredOutputsParams(
+            json={
+                "type": "object",
+                "patternProperties": {"^n_": {"type": "integer"}},
+                "additionalProperties": True,
+            }
+        )
+    )
+    assert keys is not None and keys.check('{"n_a": 1, "x": "y"}') is None
+    found = keys.check('{"n_a": "one"}')
+    assert found is not None and found.construct == "type"
+    assert output_check(StructuredOutputsParams(regex=r"(?P<x")) is None  # Python cannot read it: unchecked
