@@ -213,7 +213,12 @@ def main() -> None:
     args = parser.parse_args()
     if args.summarise:
         merged = [json.loads(line) for path in args.summarise for line in path.read_text().splitlines()]
-        report(list({row["file"]: row for row in merged}.values()), args.json)  # a file once
+        rows = list({row["file"]: row for row in merged}.values())  # a file once
+        if args.data:  # route again: the auto column follows the current routing rule
+            for row in rows:
+                schema = json.loads((args.data / row["file"]).read_text())["schema"]
+                row["auto"] = auto_result(schema, {n: row[n] for n in BACKENDS})
+        report(rows, args.json)
         return
     if args.data is None:
         parser.error("--data is required unless --summarise is given")

@@ -4,8 +4,9 @@ xgrammar stays the engine for what it enforces as written: regexes, choices, EBN
 (tool calls, reasoning) and JSON schemas its guard accepts that hold no string regex. llguidance takes the JSON
 schemas xgrammar only approximates: those its guard refuses (`not`, `if/then/else`, `allOf` of several
 subschemas, `uniqueItems`, ...) and those with a `pattern`, `patternProperties` or `propertyNames` (xgrammar's
-regex inside JSON strings accepts strings the pattern does not, e.g. a date-time pattern of optional groups;
-measured on JSONSchemaBench, BENCHMARKS.md "Structured outputs: exactness"). Whichever library runs, the
+regex inside JSON strings accepts strings the pattern does not, e.g. a date-time pattern of optional groups);
+schemas with a `format` or `oneOf` try llguidance first and fall back to xgrammar where it refuses them.
+Measured on JSONSchemaBench: BENCHMARKS.md, "Structured outputs: exactness". Whichever library runs, the
 output check (`output_check.py`) keeps a wrong output from being returned as a success.
 """
 
@@ -25,6 +26,9 @@ from switchyard.errors import InvalidRequestError
 
 _REGEX_KEYWORDS = frozenset({"pattern", "patternProperties", "propertyNames"})
 """Keywords whose regexes xgrammar's JSON grammar enforces loosely: their schemas go to llguidance."""
+_LOOSE_KEYWORDS = frozenset({"format", "oneOf"})
+"""Where xgrammar accepted instances JSONSchemaBench marks invalid (formats such as `date` checked loosely,
+`oneOf` read as `anyOf`) and llguidance did not: llguidance first, xgrammar where llguidance refuses."""
 _SCHEMA_MAPS = frozenset({"properties", "definitions", "$defs", "dependentSchemas"})
 """Keywords whose value maps names (any string, "pattern" included) to subschemas."""
 _NOT_SCHEMAS = frozenset({"enum", "const", "examples", "default", "required"})
@@ -86,7 +90,26 @@ def route(spec: StructuredOutputsParams) -> tuple[str, ...]:
         return ("xgrammar",)
     if uses_string_regex(schema) or unenforced_constraint(schema) is not None:
         return ("llguidance",)
+    if uses_keyword(schema, _LOOSE_KEYWORDS):
+        return ("llguidance", "xgrammar")
     return ("xgrammar",)
+
+
+def uses_keyword(schema: Any, keywords: frozenset[str]) -> bool:
+    """Whether some subschema of `schema` uses one of `keywords`."""
+    if isinstance(schema, dict):
+        if keywords & set(schema):
+            return True
+        for key, value in schema.items():
+            if key in _SCHEMA_MAPS and isinstance(value, dict):
+                if any(uses_keyword(subschema, keywords) for subschema in value.values()):
+                    return True
+            elif key not in _NOT_SCHEMAS and uses_keyword(value, keywords):
+                return True
+        return False
+    if isinstance(schema, list):
+        return any(uses_keyword(item, keywords) for item in schema)
+    return False
 
 
 class AutoBackend:
