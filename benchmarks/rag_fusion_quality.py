@@ -108,7 +108,8 @@ def rankings(candidates: Candidates) -> dict[str, list[int]]:
         "rrf, cosine tie-break": [c for c, _ in fuse(candidates, FusionConfig(FusionMethod.RRF))],
     }
     for weight in WEIGHTS:
-        out[f"convex w={weight}"] = [c for c, _ in fuse(candidates, FusionConfig(vector_weight=weight))]
+        config = FusionConfig(FusionMethod.CONVEX, vector_weight=weight)
+        out[f"convex w={weight}"] = [c for c, _ in fuse(candidates, config)]
     return out
 
 

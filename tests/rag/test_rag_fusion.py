@@ -1,4 +1,4 @@
-"""Hybrid retrieval's fusion: weighted scores instead of bare ranks, and cosine as the tie-break.
+"""Hybrid retrieval's fusion: cosine breaks reciprocal-rank ties; the weighted (convex) fusion weighs scores.
 
 The regression case (issue 55, item 10): three short notes; the kettle note is first by BM25 ("water" twice)
 and second by meaning, the hydration note the other way round, so reciprocal rank fusion tied them and the
@@ -35,18 +35,19 @@ def tied() -> Candidates:
 
 
 def test_convex_fusion_weighs_scores_not_ranks() -> None:
-    fused = fuse(tied(), FusionConfig(vector_weight=0.7))
+    fused = fuse(tied(), FusionConfig(method=FusionMethod.CONVEX, vector_weight=0.7))
     assert [cid for cid, _ in fused] == [2, 1, 3]
     scores = dict(fused)
     assert scores[2] == pytest.approx(0.7 * 1.0 + 0.3 * 0.43 / 0.69)
     assert scores[1] == pytest.approx(0.7 * (0.24 - 0.1) / 0.48 + 0.3 * 1.0)
     assert scores[3] == pytest.approx(0.0)
-    keyword_only = fuse(tied(), FusionConfig(vector_weight=0.0))
+    keyword_only = fuse(tied(), FusionConfig(method=FusionMethod.CONVEX, vector_weight=0.0))
     assert [cid for cid, _ in keyword_only][:2] == [1, 2]
 
 
 def test_rrf_ties_are_broken_by_cosine_not_by_insertion_order() -> None:
-    fused = fuse(tied(), FusionConfig(method=FusionMethod.RRF))
+    assert FusionConfig().method is FusionMethod.RRF
+    fused = fuse(tied(), FusionConfig())
     assert fused[0][1] == fused[1][1]  # the tie itself
     assert [cid for cid, _ in fused] == [2, 1, 3]
 

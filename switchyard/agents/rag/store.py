@@ -1,8 +1,8 @@
 """Document retrieval (RAG): ingest files into named collections, retrieve ranked passages with sources.
 
 Retrieval is hybrid: a sqlite-vec nearest-neighbour search over MiniLM embeddings finds paraphrases, an FTS5
-BM25 search finds exact names and numbers, and a weighted fusion of their normalised scores (`fusion.py`)
-merges the two lists. Everything lives in one SQLite file under `$SWITCHYARD_HOME/rag.db`.
+BM25 search finds exact names and numbers, and reciprocal rank fusion with cosine similarity breaking ties
+(`fusion.py`) merges the two lists. Everything lives in one SQLite file under `$SWITCHYARD_HOME/rag.db`.
 """
 
 from __future__ import annotations
