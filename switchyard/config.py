@@ -73,8 +73,9 @@ class EngineConfig:
     """On CPU, pre-pack projection weights into oneDNN's layout (faster matmuls; a tied LM head gets a copy)."""
     enable_prefix_caching: bool = True
     """Reuse the KV blocks of shared prompt prefixes across requests."""
-    structured_outputs_backend: str = "xgrammar"
-    """Grammar library for structured outputs: xgrammar, or llguidance when installed."""
+    structured_outputs_backend: str = "auto"
+    """Grammar library for structured outputs: auto (each spec to the library that enforces it exactly),
+    xgrammar, or llguidance."""
     speculative_method: str | None = None
     """Speculative decoding: None (off), "ngram" (prompt lookup), "draft" (a small draft model) or "speculator"
     (look-ahead heads on the model's hidden state)."""

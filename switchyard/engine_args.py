@@ -114,9 +114,11 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--structured-outputs-backend",
-        choices=("xgrammar", "llguidance"),
-        default="xgrammar",
-        help="grammar library for JSON schemas, regexes, choices, grammars and tool calls (default: xgrammar)",
+        choices=("auto", "xgrammar", "llguidance"),
+        default="auto",
+        help="grammar library for JSON schemas, regexes, choices, grammars and tool calls; auto (default) sends "
+        "each spec to the library that enforces it exactly: llguidance for JSON schemas with regexes or "
+        "constructs xgrammar approximates, xgrammar for the rest and for tool calls",
     )
     group.add_argument(
         "--speculative-method",

@@ -23,6 +23,7 @@ from switchyard.engine.sampling_params import SamplingParams
 from switchyard.engine.sequence import FinishReason, Request, RequestOutput, Sequence, now
 from switchyard.engine.stats import EngineStats, collect_stats
 from switchyard.engine.structured.manager import StructuredOutputManager
+from switchyard.engine.structured.output_check import ConstrainedOutputError
 from switchyard.errors import InvalidRequestError
 
 logger = logging.getLogger(__name__)
@@ -245,6 +246,9 @@ class LLMEngine:
             try:
                 token, logprob = sampled.token_ids[row], sampled.logprobs[row]
                 self._outputs.append_token(seq, token, self.scheduler, logprob, sampled.top, row)
+            except ConstrainedOutputError as exc:  # a grammar backend bug, counted: fail only this request
+                logger.error("request %s: %s", request.request_id, exc)
+                self._fail(request, str(exc), code="constrained_output_invalid")
             except Exception as exc:  # one request's post-processing failing must not stop the others
                 logger.exception("post-processing failed for request %s", request.request_id)
                 self._fail(request, f"internal error while processing output: {exc}")

@@ -32,6 +32,8 @@ class EngineStats:
     """Structured outputs: grammars compiled, compile cache hits, compile failures, rejected tokens."""
     grammar_seconds: dict[str, float] = field(default_factory=dict)
     """Structured outputs: seconds spent compiling grammars and filling/applying token masks."""
+    grammar_invalid_outputs: dict[tuple[str, str], int] = field(default_factory=dict)
+    """Structured outputs: finished outputs that broke their spec, by (backend, construct); a backend bug."""
     spec_decode: dict[str, int] = field(default_factory=dict)
     """Speculative decoding: verifying sequence-steps, proposed, accepted and emitted tokens."""
     expert_tokens: dict[tuple[int, int], int] = field(default_factory=dict)
@@ -69,7 +71,9 @@ def collect_stats(
             "cache_hit": grammar.cache_hits,
             "failed": grammar.failed,
             "rejected_token": grammar.rejected_tokens,
+            "checked_output": grammar.checked_outputs,
         }
+        stats.grammar_invalid_outputs = dict(grammar.invalid_outputs)
         stats.grammar_seconds = {"compile": grammar.compile_seconds, "mask": grammar.mask_seconds}
     if spec_decoder is not None:
         spec = spec_decoder.stats

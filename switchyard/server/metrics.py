@@ -154,7 +154,8 @@ class ServerMetrics:
         )
         self._grammar_events = Counter(
             "switchyard:structured_output_events",
-            "Structured outputs: grammars compiled, compile cache hits, compile failures, tokens a grammar refused.",
+            "Structured outputs: grammars compiled, compile cache hits, compile failures, tokens a grammar refused, "
+            "finished outputs checked against their spec.",
             [*labels, "event"],
             registry=self.registry,
         )
@@ -164,6 +165,14 @@ class ServerMetrics:
             [*labels, "phase"],
             registry=self.registry,
         )
+        self._grammar_invalid = Counter(
+            "switchyard:structured_output_invalid",
+            "Structured outputs: finished outputs that broke their schema, regex or choice, by grammar backend and "
+            "construct (a JSON Schema keyword or the spec kind). A backend bug; each such request failed.",
+            [*labels, "backend", "construct"],
+            registry=self.registry,
+        )
+        self._seen_invalid: dict[tuple[str, str], int] = {}
         self._spec_tokens = Counter(
             "switchyard:spec_decode_tokens",
             "Speculative decoding: tokens proposed, accepted, and emitted by verification (kind label); "
@@ -221,6 +230,11 @@ class ServerMetrics:
                 if total > seen:
                     self._expert_tokens.labels(self._model_name, str(layer), str(expert)).inc(total - seen)
                     self._seen_expert_tokens[(layer, expert)] = total
+        for (backend, construct), total in stats.grammar_invalid_outputs.items():
+            seen = self._seen_invalid.get((backend, construct), 0)
+            if total > seen:
+                self._grammar_invalid.labels(self._model_name, backend, construct).inc(total - seen)
+                self._seen_invalid[(backend, construct)] = total
         spec = stats.spec_decode
         if spec.get("proposed"):
             self.spec_acceptance_rate.set(spec["accepted"] / spec["proposed"])
