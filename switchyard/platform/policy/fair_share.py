@@ -4,7 +4,8 @@ Per decision, classes are served highest first. Within a class, teams take turns
 key: a team within its guarantee before one that would borrow, then the lowest (decayed GPU-time + running
 GPUs x half-life / ln 2) / weight; each team's jobs go oldest first. A job is started on free GPUs (best-fit,
 gangs whole), else backfilled onto a reserved node if it ends before that reservation, else it may preempt
-(victims by `victims.py`, within the `PreemptionBudget`), else a gang books the node it can start on soonest.
+(victims by `victims.py`, within the `PreemptionBudget`, whose team cap spares serving and reclaims), else a
+gang books the node it can start on soonest.
 See docs/platform-policy.md for the rule this defends and how it fails.
 """
 
@@ -214,6 +215,7 @@ class FairSharePolicy:
                 borrowing=borrowing,
                 allowance=state.allowance,
                 max_class=job.priority_class,
+                capped=self.budget.caps(serving=job.priority_class == PriorityClass.SERVING, reclaim=within),
             )
             if choice is None:
                 plan.rollback(mark)
