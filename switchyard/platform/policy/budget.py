@@ -19,7 +19,10 @@ from switchyard.platform.usage import UsageLedger
 @dataclass(frozen=True)
 class PreemptionBudget:
     min_interval_per_job_s: float = 1800.0
-    """A job preempted less than this long ago (or started less than this long ago after one) is left alone."""
+    """The per-job window: a job preempted `max_preemptions_per_job` times within it is left alone."""
+    max_preemptions_per_job: int = 1
+    """Preemptions one job may take per `min_interval_per_job_s` (1: a preempted job is left alone for the
+    whole window)."""
     max_team_loss_per_hour: float = 0.25
     """Share of a team's running GPUs that preemptions may take within any trailing hour."""
     min_team_loss_gpus: int = 8
@@ -33,16 +36,18 @@ class PreemptionBudget:
     def __post_init__(self) -> None:
         if self.min_interval_per_job_s < 0 or not 0 <= self.max_team_loss_per_hour <= 1:
             raise ValueError("min_interval_per_job_s must be >= 0 and max_team_loss_per_hour within [0, 1]")
-        if self.min_team_loss_gpus < 0:
-            raise ValueError("min_team_loss_gpus must be >= 0")
+        if self.min_team_loss_gpus < 0 or self.max_preemptions_per_job < 1:
+            raise ValueError("min_team_loss_gpus must be >= 0 and max_preemptions_per_job >= 1")
 
     def caps(self, *, serving: bool, reclaim: bool) -> bool:
         """Whether the team cap applies to a preemption made for a serving job / to reclaim a guarantee."""
         return not ((serving and self.exempt_serving) or (reclaim and self.exempt_reclaim))
 
     def job_protected(self, job: Job, now: float) -> bool:
-        """True when the job was preempted too recently to be preempted again."""
-        return bool(job.preempted_at) and now - job.preempted_at[-1] < self.min_interval_per_job_s
+        """True when the job was preempted too often, too recently, to be preempted again."""
+        times = job.preempted_at
+        n = self.max_preemptions_per_job
+        return len(times) >= n and now - times[-n] < self.min_interval_per_job_s
 
     def team_allowance(self, team: str, running_gpus: int, ledger: UsageLedger, now: float) -> int:
         """GPUs that may still be taken from the team this hour, given what it runs now."""

@@ -1,6 +1,7 @@
-"""The preemption budget paces discretionary preemption only: serving admissions and guarantee reclaims pass.
+"""Preemption on a fake clock: the budget paces discretionary preemption only (serving admissions and guarantee
+reclaims pass its team cap), a job's per-window limit, and serving admitted oldest first.
 
-Each test exhausts the victim team's hourly cap on a fake clock and asks who may still take its GPUs.
+The budget tests exhaust the victim team's hourly cap and ask who may still take its GPUs.
 """
 
 from __future__ import annotations
@@ -86,3 +87,44 @@ def test_the_per_job_interval_still_protects_against_serving() -> None:
     assert FairSharePolicy(QUOTAS, BUDGET).decide(clock.now, [serving], running, view).preempt == ()
     later = clock.advance(1800.0)
     assert len(FairSharePolicy(QUOTAS, BUDGET).decide(later, [serving], running, view).preempt) == 1
+
+
+def test_a_job_is_preempted_at_most_n_times_per_window() -> None:
+    """Two per hour lets the job that just restarted (least work at risk) be taken once more, never a third
+    time within the hour; one per window is the old interval."""
+    twice = PreemptionBudget(min_interval_per_job_s=3600.0, max_preemptions_per_job=2)
+    victim = job("v", team="b", gpus=4)
+    assert not twice.job_protected(victim, now=0.0)
+    victim.preempted_at.append(1000.0)
+    assert not twice.job_protected(victim, now=1600.0)
+    assert PreemptionBudget(min_interval_per_job_s=1800.0).job_protected(victim, now=1600.0)
+    victim.preempted_at.append(1600.0)
+    assert twice.job_protected(victim, now=4000.0)  # two within the hour before t=4000
+    assert not twice.job_protected(victim, now=4601.0)  # the first has left the window
+
+
+def test_the_oldest_serving_replica_starts_first_whatever_its_teams_usage() -> None:
+    """Serving is ordered by age, not team turns: GPUs a preemption freed for the older replica (held in the
+    previous decision) go to it, not to a younger replica of a team with less usage."""
+    clock = FakeClock()
+    view = cluster(1)
+    hog = run_on(view, job("old-run", team="heavy", gpus=4), "node-0000", (0, 1, 2, 3))
+    view.usage.observe(clock.now, {"heavy": 64})
+    view.usage.observe(clock.advance(3600.0), {"heavy": 4})
+    pinned = run_on(
+        view, job("pinned", team="x", klass=SERVING, gpus=4, preemptible=False), "node-0000", (4, 5, 6, 7)
+    )
+    view.release(hog.id)  # the preempted job has exited: 4 GPUs free
+    pending = [
+        job("young", team="light", klass=SERVING, gpus=4, submitted_at=clock.now - 10.0),
+        job("older", team="heavy", klass=SERVING, gpus=4, submitted_at=clock.now - 40.0),
+    ]
+    decision = FairSharePolicy(QUOTAS, BUDGET).decide(clock.now, pending, [pinned], view)
+    assert [job_id for job_id, _ in decision.start] == ["older"]
+    # Batch keeps team turns: the team with less decayed usage goes first.
+    batch = [
+        job("b-heavy", team="heavy", gpus=4, submitted_at=clock.now - 40.0),
+        job("b-light", team="light", gpus=4, submitted_at=clock.now - 10.0),
+    ]
+    decision = FairSharePolicy(QUOTAS, BUDGET).decide(clock.now, batch, [pinned], view)
+    assert [job_id for job_id, _ in decision.start] == ["b-light"]
