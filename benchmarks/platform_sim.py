@@ -52,7 +52,15 @@ TRACES: dict[str, Callable[[], Trace]] = {
     ),
 }
 BASELINES = ("fifo-first-fit", "strict-priority", "multifactor")
-BUDGET = PreemptionBudget(min_interval_per_job_s=1800.0, max_team_loss_per_hour=0.25, min_team_loss_gpus=8)
+# At most two preemptions of one job per hour (the rate of "once per 30 minutes", without protecting the job
+# that has just restarted and so has the least work to lose); a team loses at most 25% (at least 8 GPUs) an
+# hour to discretionary preemptions, while serving admissions and guarantee reclaims are exempt from that cap.
+BUDGET = PreemptionBudget(
+    min_interval_per_job_s=3600.0,
+    max_preemptions_per_job=2,
+    max_team_loss_per_hour=0.25,
+    min_team_loss_gpus=8,
+)
 
 
 NO_BUDGET = PreemptionBudget(

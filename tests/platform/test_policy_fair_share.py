@@ -132,8 +132,12 @@ def test_budget_protects_a_recently_preempted_job_and_caps_a_teams_loss() -> Non
         p.job_id
         for p in FairSharePolicy(budget=budget).decide(clock.advance(500.0), serving, [victim], view).preempt
     ] == ["v"]
-    # Team b already lost 8 GPUs within the hour: with a 50% share of 8 running that is over budget.
-    capped = PreemptionBudget(min_interval_per_job_s=0.0, max_team_loss_per_hour=0.5, min_team_loss_gpus=0)
+    # Team b already lost 8 GPUs within the hour: with a 50% share of 8 running that is over budget, which
+    # stops a discretionary preemption (here with the serving exemption switched off; see
+    # test_policy_preemption.py for what the exemptions let through).
+    capped = PreemptionBudget(
+        min_interval_per_job_s=0.0, max_team_loss_per_hour=0.5, min_team_loss_gpus=0, exempt_serving=False
+    )
     view.usage.record_preemption(
         PreemptionRecord(at=clock.now - 60.0, job_id="old", team="b", gpus=8, lost_gpu_s=0.0)
     )

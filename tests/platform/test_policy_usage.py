@@ -53,3 +53,5 @@ def test_bad_quota_and_budget_are_refused() -> None:
         TeamQuota("a", -1)
     with pytest.raises(ValueError):
         PreemptionBudget(max_team_loss_per_hour=2.0)
+    with pytest.raises(ValueError):
+        PreemptionBudget(max_preemptions_per_job=0)

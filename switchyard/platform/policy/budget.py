@@ -2,6 +2,10 @@
 
 Preemption is how serving gets capacity and borrowed GPUs come back, but every preemption throws away work
 since the victim's checkpoint; the budget caps that churn so no job or team is preempted into starvation.
+It paces *discretionary* preemption only: one that admits serving-class work, or that gives a team back GPUs
+inside its own guarantee (reclaiming what a borrower took), is an entitlement the budget may not veto. Those
+are still recorded and still count towards a team's hourly loss, so they leave less room for the
+discretionary kind.
 """
 
 from __future__ import annotations
@@ -15,21 +19,35 @@ from switchyard.platform.usage import UsageLedger
 @dataclass(frozen=True)
 class PreemptionBudget:
     min_interval_per_job_s: float = 1800.0
-    """A job preempted less than this long ago (or started less than this long ago after one) is left alone."""
+    """The per-job window: a job preempted `max_preemptions_per_job` times within it is left alone."""
+    max_preemptions_per_job: int = 1
+    """Preemptions one job may take per `min_interval_per_job_s` (1: a preempted job is left alone for the
+    whole window)."""
     max_team_loss_per_hour: float = 0.25
     """Share of a team's running GPUs that preemptions may take within any trailing hour."""
     min_team_loss_gpus: int = 8
     """GPUs a team may always lose per hour, however little it runs (else a small team is never preemptible)."""
 
+    exempt_serving: bool = True
+    """Preemptions that admit serving-class jobs ignore the team cap (the per-job interval still holds)."""
+    exempt_reclaim: bool = True
+    """Preemptions that return GPUs to a team within its guarantee ignore the team cap (likewise)."""
+
     def __post_init__(self) -> None:
         if self.min_interval_per_job_s < 0 or not 0 <= self.max_team_loss_per_hour <= 1:
             raise ValueError("min_interval_per_job_s must be >= 0 and max_team_loss_per_hour within [0, 1]")
-        if self.min_team_loss_gpus < 0:
-            raise ValueError("min_team_loss_gpus must be >= 0")
+        if self.min_team_loss_gpus < 0 or self.max_preemptions_per_job < 1:
+            raise ValueError("min_team_loss_gpus must be >= 0 and max_preemptions_per_job >= 1")
+
+    def caps(self, *, serving: bool, reclaim: bool) -> bool:
+        """Whether the team cap applies to a preemption made for a serving job / to reclaim a guarantee."""
+        return not ((serving and self.exempt_serving) or (reclaim and self.exempt_reclaim))
 
     def job_protected(self, job: Job, now: float) -> bool:
-        """True when the job was preempted too recently to be preempted again."""
-        return bool(job.preempted_at) and now - job.preempted_at[-1] < self.min_interval_per_job_s
+        """True when the job was preempted too often, too recently, to be preempted again."""
+        times = job.preempted_at
+        n = self.max_preemptions_per_job
+        return len(times) >= n and now - times[-n] < self.min_interval_per_job_s
 
     def team_allowance(self, team: str, running_gpus: int, ledger: UsageLedger, now: float) -> int:
         """GPUs that may still be taken from the team this hour, given what it runs now."""

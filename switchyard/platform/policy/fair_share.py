@@ -1,10 +1,11 @@
 """Switchyard's policy: strict class priority, weighted fair share on GPU-time, quotas, a preemption budget.
 
-Per decision, classes are served highest first. Within a class, teams take turns in order of their fair-share
-key: a team within its guarantee before one that would borrow, then the lowest (decayed GPU-time + running
-GPUs x half-life / ln 2) / weight; each team's jobs go oldest first. A job is started on free GPUs (best-fit,
+Per decision, classes are served highest first; serving oldest first. Within a lower class, teams take turns
+in order of their fair-share key: a team within its guarantee before one that would borrow, then the lowest
+(decayed GPU-time + running GPUs x half-life / ln 2) / weight; each team's jobs go oldest first. A job is started on free GPUs (best-fit,
 gangs whole), else backfilled onto a reserved node if it ends before that reservation, else it may preempt
-(victims by `victims.py`, within the `PreemptionBudget`), else a gang books the node it can start on soonest.
+(victims by `victims.py`, within the `PreemptionBudget`, whose team cap spares serving and reclaims), else a
+gang books the node it can start on soonest.
 See docs/platform-policy.md for the rule this defends and how it fails.
 """
 
@@ -108,6 +109,13 @@ class FairSharePolicy:
         return (running + next_gpus > quota.guaranteed_gpus, usage / quota.weight, team)
 
     def _serve_class(self, state: _Round, jobs: list[Job], active: list[Job]) -> None:
+        if jobs[0].priority_class == PriorityClass.SERVING:
+            # Serving goes oldest first across teams: it is admitted by preemption within a grace period, and
+            # GPUs freed for one replica are only held in the plan, so a team-turn order that changes between
+            # decisions would hand them to a younger replica and make the older one preempt (and wait) again.
+            for job in sorted(jobs, key=lambda j: (j.submitted_at, j.id)):
+                self._try_job(state, job, active)
+            return
         queues: dict[str, list[Job]] = {}
         for job in sorted(jobs, key=lambda j: (j.submitted_at, j.id)):
             queues.setdefault(job.team, []).append(job)
@@ -214,6 +222,7 @@ class FairSharePolicy:
                 borrowing=borrowing,
                 allowance=state.allowance,
                 max_class=job.priority_class,
+                capped=self.budget.caps(serving=job.priority_class == PriorityClass.SERVING, reclaim=within),
             )
             if choice is None:
                 plan.rollback(mark)

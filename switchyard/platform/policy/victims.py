@@ -73,11 +73,13 @@ def choose_on_nodes(
     borrowing: Mapping[str, int],
     allowance: Mapping[str, int],
     max_class: PriorityClass,
+    capped: bool = True,
 ) -> VictimChoice | None:
     """The cheapest single-node victim set freeing `need` GPUs for `waiting`, or None.
 
     `borrowing` is each team's GPUs beyond its guarantee, `allowance` the GPUs each team may still lose this
-    hour; candidates already stopped in this plan (no longer allocated) are skipped.
+    hour, enforced only when `capped` (the budget's exemptions lift it); candidates already stopped in this
+    plan (no longer allocated) are skipped.
     """
     best: VictimChoice | None = None
     for node_id, ranked in candidates_by_node.items():
@@ -102,7 +104,7 @@ def choose_on_nodes(
                 candidate_team_borrowing_gpus=borrowing.get(job.team, 0) - team_taken,
             ):
                 continue
-            if allowance.get(job.team, 0) - team_taken < job.spec.gpus:
+            if capped and allowance.get(job.team, 0) - team_taken < job.spec.gpus:
                 continue
             on_node = sum(
                 len(slot.gpus) for slot in cluster.allocations[job.id].workers if slot.node_id == node_id
