@@ -103,6 +103,14 @@ class NotEnabledError(SwitchyardError):
     """The route needs a feature this gateway was started without (usage needs --tenants-db)."""
 
 
+class ConflictError(SwitchyardError):
+    """The change clashes with the fleet as it is (a worker already in the pool, a replica its launcher owns)."""
+
+
+class UnknownWorkerError(SwitchyardError):
+    """No replica of that name is in the pool."""
+
+
 class UnknownRequestError(SwitchyardError):
     """Feedback names a request id the online-eval log does not hold (not sampled, or another tenant's)."""
 
@@ -157,6 +165,10 @@ def describe(exc: BaseException) -> ErrorInfo:
         )
     if isinstance(exc, UnknownRequestError):
         return ErrorInfo(404, "invalid_request_error", str(exc), param="request_id", code="request_not_found")
+    if isinstance(exc, ConflictError):
+        return ErrorInfo(409, "invalid_request_error", str(exc), code="conflict")
+    if isinstance(exc, UnknownWorkerError):
+        return ErrorInfo(404, "invalid_request_error", str(exc), param="name", code="worker_not_found")
     if isinstance(exc, NotEnabledError):
         return ErrorInfo(404, "invalid_request_error", str(exc), code="not_enabled")
     logger.error("unexpected error in the gateway", exc_info=exc)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -106,6 +107,29 @@ def _operators_only(runtime: FleetRuntime) -> Callable[[Request], None]:
     return guard
 
 
+def _admin_only(runtime: FleetRuntime) -> Callable[[Request], None]:
+    """Changing the pools redirects traffic: only with the gateway's --api-key, and with tenants only that
+    (operators') key, never a tenant's."""
+
+    def guard(request: Request) -> None:
+        if runtime.config.api_key is None:
+            raise PermissionDeniedError("Changing the fleet's pools needs the gateway to run with --api-key.")
+        if runtime.tenancy is not None and not getattr(request.state, OPERATOR_STATE, False):
+            raise PermissionDeniedError("Changing the fleet's pools needs the operators' key.")
+
+    return guard
+
+
+def _json_object(raw: bytes) -> dict[str, Any]:
+    try:
+        body = json.loads(raw or b"{}")
+    except ValueError:
+        raise BadRequestError("the body is not valid JSON") from None
+    if not isinstance(body, dict):
+        raise BadRequestError("the body must be a JSON object")
+    return body
+
+
 def _replica_rows(runtime: FleetRuntime) -> list[dict[str, Any]]:
     """Every replica's state, for operators: where it is, whether it is routable, how loaded."""
     return [
@@ -138,6 +162,7 @@ async def _error_response(_: Request, exc: Exception) -> Response:
 
 def _openai_routes(runtime: FleetRuntime) -> APIRouter:
     router = APIRouter(prefix="/v1")
+    admin = _admin_only(runtime)
 
     async def proxied(request: Request, endpoint: str) -> Response:
         if runtime.draining:
@@ -251,6 +276,28 @@ def _openai_routes(runtime: FleetRuntime) -> APIRouter:
     async def replicas() -> Response:
         """Every replica's state, for operators: where it is, whether it is routable, how loaded."""
         return JSONResponse({"object": "list", "data": _replica_rows(runtime)})
+
+    @router.post("/fleet/pools/{pool}/workers", response_model=None)
+    async def add_worker(request: Request, pool: str) -> Response:
+        """A running server joins a pool (a platform's autoscaler registers its replicas here)."""
+        admin(request)
+        body = _json_object(await request.body())
+        url, name = body.get("url"), body.get("name")
+        if not isinstance(url, str):
+            raise BadRequestError("`url` (the worker's base URL, without /v1) is required", param="url")
+        if name is not None and not isinstance(name, str):
+            raise BadRequestError("`name` must be a string", param="name")
+        replica = runtime.add_worker(pool, url, name)
+        row = next(row for row in _replica_rows(runtime) if row["name"] == replica.name)
+        return JSONResponse(row, status_code=201)
+
+    @router.delete("/fleet/pools/{pool}/workers/{name}", response_model=None)
+    async def remove_worker(request: Request, pool: str, name: str) -> Response:
+        admin(request)
+        replica = runtime.remove_worker(pool, name)
+        return JSONResponse(
+            {"object": "fleet.worker.deleted", "name": replica.name, "pool": pool, "deleted": True}
+        )
 
     return router
 

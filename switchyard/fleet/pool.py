@@ -50,6 +50,13 @@ class Pool:
         self.replicas.append(replica)
         self._breakers[replica] = CircuitBreaker(self._breaker_config)
 
+    def remove(self, replica: Replica) -> None:
+        """Take a replica out of routing and health checks; requests already on it finish there (its breaker
+        stays for them to report to)."""
+        self.replicas.remove(replica)
+        self.policy.on_replica_removed(replica)
+        self.health_changed()
+
     def replicas_now(self) -> list[Replica]:
         """The pool's replicas at this moment (a policy's background task calls it on every round)."""
         return list(self.replicas)

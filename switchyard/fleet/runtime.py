@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import logging
 import shutil
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import aiohttp
 import httpx
@@ -24,6 +26,7 @@ from switchyard.fleet.admission_hooks import AdmissionHooks
 from switchyard.fleet.cascade.config import CascadeConfig
 from switchyard.fleet.cascade.runner import CascadeRunner
 from switchyard.fleet.config import FleetConfig, LaunchConfig
+from switchyard.fleet.errors import BadRequestError, ConflictError, UnknownModelError, UnknownWorkerError
 from switchyard.fleet.gatekeeper import Gatekeeper
 from switchyard.fleet.health import HealthChecker
 from switchyard.fleet.launchers import LauncherFactory, Launchers
@@ -123,6 +126,8 @@ class FleetRuntime:
         self._gatekeeper: Gatekeeper | None = None
         self._cascade_runner: CascadeRunner | None = None
         self._health: HealthChecker | None = None
+        self._launched: set[str] = set()
+        """Replicas a launcher started and supervises: the admin API leaves them to it."""
 
     @property
     def proxy(self) -> Proxy:
@@ -199,6 +204,7 @@ class FleetRuntime:
             self.launchers[pool.name] = launcher
             for replica in await launcher.start():
                 pool.add(replica)
+                self._launched.add(replica.name)
         self._health = HealthChecker(
             list(self.pools.values()),
             self._client,
@@ -210,6 +216,56 @@ class FleetRuntime:
         self._health.start()
         for pool in self.pools.values():  # a policy's own tasks (kv_aware's event subscriber)
             await pool.policy.start(pool.replicas_now, self._client)
+
+    def add_worker(self, pool_name: str, url: str, name: str | None = None) -> Replica:
+        """A running server joins a pool (`POST /v1/fleet/pools/{pool}/workers`): STARTING until its /health
+        answers, then routed to like the configured ones."""
+        pool = self._pool(pool_name)
+        url = url.strip().rstrip("/")
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise BadRequestError(f"worker {url!r} is not an http(s)://host:port URL", param="url")
+        if parts.path.rstrip("/").endswith("/v1"):
+            raise BadRequestError(f"give worker {url!r} without its /v1 suffix", param="url")
+        if any(replica.url == url for replica in pool.replicas):
+            raise ConflictError(f"{url} already serves pool `{pool_name}`")
+        taken = {replica.name for other in self.pools.values() for replica in other.replicas}
+        if name is None:
+            name = next(
+                f"{pool_name}-added-{n}" for n in itertools.count() if f"{pool_name}-added-{n}" not in taken
+            )
+        elif (
+            not name
+            or not name.replace("-", "").replace("_", "").replace(".", "").isalnum()
+            or len(name) > 128
+        ):
+            raise BadRequestError(f"worker name {name!r}: letters, digits, '-', '_' and '.' (it labels metrics)",
+                                  param="name")  # fmt: skip
+        elif name in taken:
+            raise ConflictError(f"a replica is already named `{name}`")
+        replica = Replica(name=name, url=url, model=pool_name)
+        pool.add(replica)
+        logger.info("pool %s: worker %s (%s) added", pool_name, name, url)
+        return replica
+
+    def remove_worker(self, pool_name: str, name: str) -> Replica:
+        """A worker leaves a pool (`DELETE /v1/fleet/pools/{pool}/workers/{name}`): no new requests go to it;
+        those already there finish."""
+        pool = self._pool(pool_name)
+        replica = next((replica for replica in pool.replicas if replica.name == name), None)
+        if replica is None:
+            raise UnknownWorkerError(f"pool `{pool_name}` has no worker named `{name}`")
+        if name in self._launched:
+            raise ConflictError(f"`{name}` was started by the gateway's launcher, which supervises it")
+        pool.remove(replica)
+        logger.info("pool %s: worker %s (%s) removed", pool_name, name, replica.url)
+        return replica
+
+    def _pool(self, name: str) -> Pool:
+        pool = self.pools.get(name)
+        if pool is None:
+            raise UnknownModelError(name, list(self.pools))
+        return pool
 
     def credit_balances(self) -> dict[str, int] | None:
         """Every tenant's credit balance now, in micro-credits; None without a credits ledger. Reads the

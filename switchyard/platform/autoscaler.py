@@ -26,6 +26,7 @@ from switchyard.fleet.replica import ReplicaLoad
 from switchyard.fleet.replica_load import parse_replica_load
 from switchyard.platform.control_plane import ControlPlane
 from switchyard.platform.errors import PlatformError
+from switchyard.platform.gateway_registrar import GatewayRegistrar, worker_name
 from switchyard.platform.job_store import JobRecord
 from switchyard.platform.job_worker import HOST_PLACEHOLDER, PORT_PLACEHOLDER
 from switchyard.platform.jobs import JobSpec, JobState, PriorityClass
@@ -52,6 +53,8 @@ class ServingPoolSpec:
     gpus_per_replica: int = 1
     min_replicas: int = 1
     max_replicas: int = 4
+    gateway_pool: str | None = None
+    """The fleet gateway pool the replicas join once they answer (with the autoscaler's `gateway`)."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.min_replicas <= self.max_replicas or self.max_replicas < 1:
@@ -142,12 +145,19 @@ def fetch_metrics(url: str, timeout_s: float) -> str | None:
     return response.text if response.status_code == 200 else None
 
 
+def _newest(replicas: Sequence[JobRecord]) -> JobRecord:
+    """The replica a scale-down removes: the last submitted."""
+    return max(replicas, key=lambda record: record.job.submitted_at)
+
+
 @dataclass
 class ServingAutoscaler:
     control_plane: ControlPlane
     pools: Sequence[ServingPoolSpec]
     settings: AutoscalerSettings = field(default_factory=AutoscalerSettings)
     scrape: Callable[[str, float], str | None] = fetch_metrics
+    gateway: GatewayRegistrar | None = None
+    """Registers answering replicas with a fleet gateway's pool (and removes leaving ones first)."""
     _trends: dict[str, PoolTrend] = field(default_factory=dict)
 
     def tick(self) -> dict[str, ScaleAction]:
@@ -160,12 +170,24 @@ class ServingAutoscaler:
                 if record.job.spec.name == pool.name
                 and record.job.state in (JobState.QUEUED, JobState.RUNNING, JobState.PREEMPTING)
             ]
-            per_replica = [self._loads(record) for record in replicas if record.job.state is JobState.RUNNING]
+            running = [record for record in replicas if record.job.state is JobState.RUNNING]
+            per_replica = [self._loads(record) for record in running]
             loads = [load for replica_loads in per_replica for load in replica_loads]
-            ready = sum(1 for replica_loads in per_replica if replica_loads)  # its /metrics answered
+            answering = [record for record, found in zip(running, per_replica, strict=True) if found]
+            ready = len(answering)  # their /metrics answered
             trend = self._trends.setdefault(pool.name, PoolTrend())
             trend.observe(loads, self.settings)
             action = scale_action(pool, trend, ready, len(replicas) - ready, self.settings)
+            leaving = _newest(replicas) if action is ScaleAction.DOWN else None
+            if self.gateway is not None and pool.gateway_pool is not None:
+                # before a scale-down is applied: the gateway stops routing to the leaving replica first
+                endpoints = {
+                    worker_name(pool.name, record.job.id, index): url
+                    for record in answering
+                    if record is not leaving
+                    for index, url in enumerate(record.endpoints)
+                }
+                self.gateway.sync(pool.name, pool.gateway_pool, endpoints)
             self._apply(pool, action, replicas)
             if action is not ScaleAction.HOLD:
                 self._trends[pool.name] = PoolTrend()
@@ -195,7 +217,7 @@ class ServingAutoscaler:
                 record = self.control_plane.submit(pool.replica_spec())
                 logger.info("pool %s: scaling up (replica job %s)", pool.name, record.job.id)
             elif action is ScaleAction.DOWN:
-                newest = max(replicas, key=lambda record: record.job.submitted_at)
+                newest = _newest(replicas)
                 self.control_plane.cancel(newest.job.id)
                 logger.info("pool %s: scaling down (replica job %s)", pool.name, newest.job.id)
         except PlatformError as error:

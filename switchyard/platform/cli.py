@@ -94,6 +94,16 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--serving-gpus", type=int, default=1, help="GPUs per replica")
     start.add_argument("--serving-min", type=int, default=1, help="fewest replicas")
     start.add_argument("--serving-max", type=int, default=4, help="most replicas")
+    start.add_argument(
+        "--gateway",
+        default=None,
+        metavar="URL",
+        help="a fleet gateway (`switchyard fleet serve --api-key`) whose pool of the same name the serving "
+        "replicas join as they come up and leave before they stop",
+    )
+    start.add_argument(
+        "--gateway-api-key", default=None, help="that gateway's operators' key (default: $SWITCHYARD_API_KEY)"
+    )
     start.add_argument("-v", "--verbose", action="store_true", help="log every decision")
 
     submit = commands.add_parser(
@@ -280,8 +290,20 @@ def cmd_start(args: argparse.Namespace) -> int:
                 gpus_per_replica=args.serving_gpus,
                 min_replicas=args.serving_min,
                 max_replicas=args.serving_max,
+                gateway_pool=args.serving_pool if args.gateway else None,
             ),
         )
+    gateway = None
+    if args.gateway:
+        from switchyard.platform.gateway_registrar import GatewayTarget
+
+        key = args.gateway_api_key or os.environ.get("SWITCHYARD_API_KEY")
+        if not key:
+            print(
+                "switchyard cluster: error: --gateway needs the gateway's --gateway-api-key", file=sys.stderr
+            )
+            return 2
+        gateway = GatewayTarget(url=args.gateway, api_key=key)
     settings = ClusterSettings(
         host=args.host,
         port=args.port,
@@ -301,6 +323,7 @@ def cmd_start(args: argparse.Namespace) -> int:
             max_team_loss_per_hour=args.max_team_loss_per_hour,
         ),
         serving_pools=pools,
+        gateway=gateway,
     )
     run_cluster(settings, log_level="info" if args.verbose else "warning")
     return 0

@@ -23,6 +23,7 @@ from switchyard.home import switchyard_home
 from switchyard.platform.api import build_app
 from switchyard.platform.autoscaler import AutoscalerSettings, ServingAutoscaler, ServingPoolSpec
 from switchyard.platform.control_plane import ControlPlane, PolicyFactory
+from switchyard.platform.gateway_registrar import GatewayRegistrar, GatewayTarget
 from switchyard.platform.health_monitor import HealthMonitor, HealthSettings
 from switchyard.platform.job_store import JobStore
 from switchyard.platform.policy import PreemptionBudget, Scheduler, TeamQuota
@@ -54,6 +55,8 @@ class ClusterSettings:
     budget: PreemptionBudget = field(default_factory=PreemptionBudget)
     serving_pools: tuple[ServingPoolSpec, ...] = ()
     autoscaler: AutoscalerSettings = field(default_factory=AutoscalerSettings)
+    gateway: GatewayTarget | None = None
+    """A fleet gateway whose pools the serving replicas join (`ServingPoolSpec.gateway_pool`)."""
 
 
 def fair_share_factory(budget: PreemptionBudget) -> PolicyFactory:
@@ -98,7 +101,12 @@ class ClusterService:
         self._spawn("reconcile", self.control_plane.run_forever, self.settings.reconcile_interval_s)
         if self.settings.serving_pools:
             self.autoscaler = ServingAutoscaler(
-                self.control_plane, self.settings.serving_pools, self.settings.autoscaler
+                self.control_plane,
+                self.settings.serving_pools,
+                self.settings.autoscaler,
+                gateway=GatewayRegistrar(self.settings.gateway)
+                if self.settings.gateway is not None
+                else None,
             )
             self._spawn("autoscale", self.autoscaler.run_forever, self.settings.autoscaler.interval_s)
         return self.control_plane
