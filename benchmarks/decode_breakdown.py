@@ -282,7 +282,6 @@ def main(argv: list[str] | None = None) -> int:
         parts = {part: statistics.median(v) * 1e3 for part, v in timers[name].parts.items()}
         step_ms = statistics.median(step_times[name]) * 1e3
         weights = llm.engine.kv_budget.weights_bytes
-        parts["forward_ms_excl_lm_head"] = parts.get("forward", 0.0)
         entry = {
             "step_ms": step_ms,
             "wall_step_ms": statistics.median(wall_times[name]) * 1e3,
@@ -296,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
         results["steps"][name] = entry
         print(
             f"{name}: step {step_ms:.1f} ms (wall {entry['wall_step_ms']:.1f}) = "
-            + ", ".join(f"{p} {v:.2f}" for p, v in parts.items() if p != "forward_ms_excl_lm_head")
+            + ", ".join(f"{p} {v:.2f}" for p, v in parts.items())
             + f", other {entry['other_ms']:.2f}; weights {weights / 1e6:.0f} MB -> "
             f"{entry['bandwidth_share']:.0%} of read bandwidth; "
             f"{entry['profile']['aten_calls_per_step']:.0f} ops/step "
