@@ -317,5 +317,7 @@ def _gather(cache: torch.Tensor, tables: torch.Tensor, dtype: torch.dtype) -> to
     match)."""
     num_seqs = tables.shape[0]
     num_kv_heads, head_dim = cache.shape[-2:]
-    gathered = cache.index_select(0, tables.view(-1)).to(dtype)
+    gathered = cache.index_select(0, tables.view(-1))
+    if gathered.dtype != dtype:  # checked in Python: a no-op cast still costs a dispatch, twice per layer
+        gathered = gathered.to(dtype)
     return gathered.view(num_seqs, -1, num_kv_heads, head_dim).transpose(1, 2)
