@@ -159,8 +159,8 @@ class Server:
 def start_switchyard(model: Path, quantization: str | None, port: int, threads: int, log: Path) -> Server:
     command = [
         sys.executable,
-        "-m",
-        "switchyard",
+        "-c",
+        "import sys; from switchyard.cli import main; sys.exit(main())",
         "serve",
         str(model),
         "--dtype",
