@@ -78,21 +78,22 @@ def policies(trace: Trace, ablation: bool) -> list[Scheduler]:
     return chosen
 
 
-# The five measures of the issue's "ahead of every baseline on three of five": (name, getter, higher is better).
-MEASURES: tuple[tuple[str, Callable[[SimResult], float], bool], ...] = (
-    ("utilisation", lambda r: r.utilisation, True),
-    ("serving p99 wait", lambda r: r.wait_p99_s.get("serving", math.nan), False),
-    ("Jain's index", lambda r: r.jain, True),
-    ("GPUs idle while gangs wait", lambda r: r.gang_idle_gpu_fraction, False),
-    ("GPU-hours lost", lambda r: r.gpu_hours_lost, False),
+# The five measures of the issue's "ahead of every baseline on three of five": (name, getter, higher is better,
+# decimals compared: the precision the table prints, so a difference the table cannot show is a tie).
+MEASURES: tuple[tuple[str, Callable[[SimResult], float], bool, int], ...] = (
+    ("utilisation", lambda r: r.utilisation, True, 3),
+    ("serving p99 wait", lambda r: r.wait_p99_s.get("serving", math.nan), False, 0),
+    ("Jain's index", lambda r: r.jain, True, 3),
+    ("GPUs idle while gangs wait", lambda r: r.gang_idle_gpu_fraction, False, 4),
+    ("GPU-hours lost", lambda r: r.gpu_hours_lost, False, 1),
 )
 
 
 def wins(ours: SimResult, other: SimResult) -> list[str]:
-    """The measures on which ours is strictly better (ties, within rounding of the table, are not wins)."""
+    """The measures on which ours is strictly better at the table's precision."""
     won = []
-    for name, get, higher in MEASURES:
-        a, b = round(get(ours), 3), round(get(other), 3)
+    for name, get, higher, decimals in MEASURES:
+        a, b = round(get(ours), decimals), round(get(other), decimals)
         if (a > b) if higher else (a < b):
             won.append(name)
     return won
@@ -158,7 +159,7 @@ def plot(results: list[SimResult], out: Path) -> list[Path]:
     paths = []
     fig, axes = plt.subplots(1, len(MEASURES), figsize=(4.2 * len(MEASURES), 3.8))
     width = 0.8 / len(names)
-    for ax, (measure, get, higher) in zip(axes, MEASURES, strict=True):
+    for ax, (measure, get, higher, _) in zip(axes, MEASURES, strict=True):
         for i, name in enumerate(names):
             values = [next(get(r) for r in results if r.trace == t and r.policy == name) for t in traces]
             ax.bar(

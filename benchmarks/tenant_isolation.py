@@ -5,18 +5,26 @@ A gateway (`switchyard fleet serve --replicas 2` on a tiny random Llama, or --mo
 real processes on loopback; the gateway launches the replicas, so they read the tenants' weights. Two
 tenants: `steady` sends one streamed chat request at a time (16 output tokens) and measures the time to its
 first token; `flood` runs --flood-threads loops of the same requests with 64 output tokens, as fast as the
-gateway lets it, a refused request retried after its Retry-After (as the official client does). Three phases, each --seconds long: steady alone (its idle
-TTFT), then steady beside the flood with the flood's key limited to --flood-concurrency requests at a time (and
-the two tenants at equal fair-share weight), then beside the flood with no limit on its key. Reported: steady's
+gateway lets it, a refused request retried after its Retry-After (as the official client does), from a process
+of its own (in the steady client's, the flood's parsing would hold the GIL while steady timed). Three phases,
+each --seconds long: steady alone (its idle TTFT), then steady beside the flood with the flood's key limited to
+--flood-concurrency requests at a time (and the two tenants at equal fair-share weight), then beside the flood
+with no limit on its key. Reported: steady's
 p50 and p99 TTFT in each phase and their ratio to idle, and the flood's answered and refused (429) requests.
 
-Usage: python benchmarks/tenant_isolation.py [--seconds S] [--flood-threads N] [--model M] [--json FILE]
+With --max-in-flight-per-replica small, requests beyond it wait in the gateway's admission queue, whose order
+between the tenants is then what steady's TTFT measures.
+
+Usage: python benchmarks/tenant_isolation.py [--seconds S] [--flood-threads N] [--max-in-flight-per-replica N]
+    [--model M] [--json FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
+import multiprocessing.synchronize
 import os
 import statistics
 import subprocess
@@ -85,23 +93,43 @@ def flood(url: str, key: str, stop: threading.Event, counts: dict[str, int], loc
                 stop.wait(float(result))  # as the official client does: retry after the gateway's Retry-After
 
 
-def phase(
-    url: str, steady_key: str, flood_key: str | None, seconds: float, threads: int
-) -> dict[str, object]:
-    stop, lock = threading.Event(), threading.Lock()
+def flood_process(
+    url: str, key: str, threads: int, stop: multiprocessing.synchronize.Event, results: multiprocessing.Queue
+) -> None:
+    """The flood's loops, in a process of their own: in the steady client's process their parsing would hold
+    the GIL and the steady client would time its own wait for it."""
+    halt, lock = threading.Event(), threading.Lock()
     counts = {"answered": 0, "refused": 0}
     workers = [
-        threading.Thread(target=flood, args=(url, flood_key, stop, counts, lock), daemon=True)
-        for _ in range(threads if flood_key is not None else 0)
+        threading.Thread(target=flood, args=(url, key, halt, counts, lock), daemon=True)
+        for _ in range(threads)
     ]
     for worker in workers:
         worker.start()
-    time.sleep(1.0 if workers else 0.0)  # the flood reaches its steady state first
+    stop.wait()
+    halt.set()
+    for worker in workers:
+        worker.join(timeout=120)
+    results.put(counts)
+
+
+def phase(
+    url: str, steady_key: str, flood_key: str | None, seconds: float, threads: int
+) -> dict[str, object]:
+    context = multiprocessing.get_context("fork")
+    stop, results = context.Event(), context.Queue()
+    counts = {"answered": 0, "refused": 0}
+    flooder = None
+    if flood_key is not None:
+        flooder = context.Process(target=flood_process, args=(url, flood_key, threads, stop, results))
+        flooder.start()
+        time.sleep(1.0)  # the flood reaches its steady state first
     with httpx.Client(base_url=url, headers={"authorization": f"Bearer {steady_key}"}, timeout=120) as client:
         values = steady_ttfts(client, seconds)
     stop.set()
-    for worker in workers:
-        worker.join(timeout=120)
+    if flooder is not None:
+        counts = results.get(timeout=180)
+        flooder.join(timeout=60)
     ordered = sorted(values)
     return {
         "steady_requests": len(ordered),
@@ -117,6 +145,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=12.0, help="length of each phase (12)")
     parser.add_argument("--flood-threads", type=int, default=12, help="the flooding tenant's loops (12)")
     parser.add_argument("--flood-concurrency", type=int, default=2, help="the limited flood's key (2)")
+    parser.add_argument(
+        "--max-in-flight-per-replica",
+        type=int,
+        default=None,
+        help="the gateway's per-replica limit (its default: 64); a small one makes requests wait in the gateway",
+    )
     parser.add_argument("--model", default=None, help="model folder or bundled name (default: a tiny Llama)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
@@ -144,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
             "--tenants-db",
             str(db),
         ]
+        if args.max_in_flight_per_replica is not None:
+            gateway += ["--max-in-flight-per-replica", str(args.max_in_flight_per_replica)]
         gateway += ["--policy", "least_load", "--", "--device", "cpu", "--dtype", "float32"]
         gateway += ["--max-model-len", "256", "--kv-cache-memory", str(8 << 20)]
         process = start(gateway, f"{url}/health")

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from switchyard.engine.grammar_limits import DEFAULT_GRAMMAR_COMPILE_TIMEOUT, DEFAULT_MAX_GRAMMAR_BYTES
 from switchyard.engine_args import add_engine_args, engine_config_from_args
 
 TOOL_CALL_FORMATS = ("hermes", "llama3_json", "mistral")
@@ -40,6 +41,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from switchyard.engine.grammar_limits import GrammarLimits
     from switchyard.models.registry import resolve_model
     from switchyard.server.cors import CorsPolicy
     from switchyard.server.launch import build_server
@@ -77,6 +79,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         shutdown_grace=args.shutdown_grace,
         tool_call_parser=args.tool_call_parser,
         max_request_bytes=None if args.max_request_bytes == 0 else args.max_request_bytes,
+        max_tenant_labels=args.max_tenant_labels,
         reasoning_parser=args.reasoning_parser,
         return_tokens_as_token_ids=args.return_tokens_as_token_ids,
         cors=cors,
@@ -89,6 +92,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         port=args.port,
         max_waiting=args.max_waiting,
         step_timeout=args.step_timeout,
+        grammar_limits=GrammarLimits(args.max_grammar_bytes, args.grammar_compile_timeout),
         log_level="info" if args.verbose else "warning",
         tls=tls,
     )
@@ -158,6 +162,26 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="watchdog: seconds one engine step may take before it counts as hung; the engine is then "
         "rebuilt and its requests recomputed (default: off)",
+    )
+    serve.add_argument(
+        "--max-tenant-labels",
+        type=int,
+        default=64,
+        help="tenants besides those of --tenants that metrics label by name (the first seen; with API keys off "
+        "a tenant is the request's `user`); the rest are labelled `other`",
+    )
+    serve.add_argument(
+        "--max-grammar-bytes",
+        type=int,
+        default=DEFAULT_MAX_GRAMMAR_BYTES,
+        help="largest output constraint (JSON schema, regex, grammar, tool schemas) a request may give, in bytes; "
+        "larger ones get a 400 before any compile",
+    )
+    serve.add_argument(
+        "--grammar-compile-timeout",
+        type=float,
+        default=DEFAULT_GRAMMAR_COMPILE_TIMEOUT,
+        help="seconds a request waits for its output constraint to compile before a 400",
     )
     serve.add_argument(
         "--max-waiting",

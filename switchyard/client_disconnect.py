@@ -7,7 +7,7 @@ so without this a request would go on generating (or wait in a queue) for a clie
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from fastapi import Request
@@ -40,3 +40,12 @@ async def _wait_for_disconnect(request: Request) -> None:
         message = await request.receive()
         if message["type"] == "http.disconnect":
             return
+
+
+async def unless_disconnected(request: Request, work: Awaitable[T], gone: Callable[[], Exception]) -> T:
+    """`work`'s result, or `gone()` raised if the client disconnects first (`work` is then cancelled: a text
+    job still queued for its thread never runs). For work that does not itself return a Response."""
+    result = await until_disconnected(request, work)
+    if isinstance(result, Response):
+        raise gone()
+    return result

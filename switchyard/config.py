@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import torch
 
 from switchyard.engine.scheduler import SchedulerConfig
+from switchyard.models.attention_backend import ATTENTION_BACKENDS
 from switchyard.models.kv_cache_dtype import KV_CACHE_DTYPES
 from switchyard.models.quantization.methods import QUANTIZATION_METHODS
 
@@ -37,9 +38,22 @@ class EngineConfig:
     tensor_parallel_size: int = 1
     """Ranks the model is split over (`engine.parallel`): worker processes beside this one, gloo on CPU, NCCL
     on CUDA (one GPU per rank, counted from `device`)."""
+    attention_backend: str = "auto"
+    """sdpa (gather blocks, PyTorch attention: everywhere), triton (paged kernel reading block tables in place:
+    CUDA) or auto (triton on CUDA when installed, else sdpa): `models.attention_backend`."""
+    enforce_eager: bool = False
+    """On CUDA with the triton backend, decode steps replay captured CUDA graphs (`engine.cuda_graphs`); True
+    runs every step eagerly."""
     block_size: int = 16
     max_model_len: int | None = None
-    """Context length served; defaults to the model's max_position_embeddings."""
+    """Context length served; defaults to the model's max_position_embeddings (which it may exceed with
+    `sliding_window` or a dynamic NTK rope)."""
+    sliding_window: int | None = None
+    """Serve a model without a window with one: each token attends to the last this many, and the KV blocks
+    that leave the window are released, so memory per sequence stops growing (`docs/long_context.md`)."""
+    attention_sinks: int = 0
+    """With `sliding_window`: also keep the first this many tokens, attended at their cache positions
+    (StreamingLLM), which keeps perplexity stable as the window slides."""
     max_num_seqs: int = 256
     max_num_batched_tokens: int | None = None
     """Token budget of one step; defaults to 512 on CPU and 4096 on CUDA."""
@@ -59,8 +73,9 @@ class EngineConfig:
     """On CPU, pre-pack projection weights into oneDNN's layout (faster matmuls; a tied LM head gets a copy)."""
     enable_prefix_caching: bool = True
     """Reuse the KV blocks of shared prompt prefixes across requests."""
-    structured_outputs_backend: str = "xgrammar"
-    """Grammar library for structured outputs: xgrammar, or llguidance when installed."""
+    structured_outputs_backend: str = "auto"
+    """Grammar library for structured outputs: auto (each spec to the library that enforces it exactly),
+    xgrammar, or llguidance."""
     speculative_method: str | None = None
     """Speculative decoding: None (off), "ngram" (prompt lookup), "draft" (a small draft model) or "speculator"
     (look-ahead heads on the model's hidden state)."""
@@ -103,12 +118,31 @@ class EngineConfig:
             raise ValueError(f"kv_cache_dtype must be one of {', '.join(KV_CACHE_DTYPES)}")
         if self.quantization is not None and self.quantization not in QUANTIZATION_METHODS:
             raise ValueError(f"quantization must be one of {', '.join(QUANTIZATION_METHODS)}")
+        if self.attention_backend not in ATTENTION_BACKENDS:
+            raise ValueError(f"attention_backend must be one of {', '.join(ATTENTION_BACKENDS)}")
         if self.tensor_parallel_size < 1:
             raise ValueError("tensor_parallel_size must be >= 1")
         if self.kv_full_policy not in KV_FULL_POLICIES:
             raise ValueError(f"kv_full_policy must be one of {', '.join(KV_FULL_POLICIES)}")
         if any(w <= 0 for w in self.tenant_weights.values()):
             raise ValueError("tenant weights must be > 0")
+        if self.sliding_window is not None and self.sliding_window < 1:
+            raise ValueError("sliding_window must be >= 1 token")
+        if self.attention_sinks < 0:
+            raise ValueError("attention_sinks must be >= 0")
+        if self.attention_sinks and self.sliding_window is None:
+            raise ValueError("attention_sinks needs sliding_window (the recent tokens kept beside the sinks)")
+        if self.attention_sinks and self.speculative_method is not None:
+            raise ValueError(
+                f"speculative decoding ({self.speculative_method}) is not supported with attention sinks: "
+                "verification attends several positions per sequence, which the sinks' per-query rotation "
+                "does not batch; serve with one or the other"
+            )
+        if self.sliding_window is not None and self.tensor_parallel_size > 1:
+            raise ValueError(
+                "--sliding-window / --attention-sinks are not supported with --tensor-parallel-size > 1 yet: "
+                "the other ranks load the checkpoint's own attention; serve on one device"
+            )
 
     def resolved_device(self) -> torch.device:
         if self.device == "auto":

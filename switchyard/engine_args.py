@@ -18,6 +18,8 @@ KV_CACHE_DTYPE_NAMES = ("auto", "float32", "bfloat16", "float16", "fp8", "fp8_e4
 """models.kv_cache_dtype's names, listed here for the same reason (tested)."""
 QUANTIZATION_NAMES = ("int8", "w8a8", "int4")
 """models.quantization's methods, listed here for the same reason (tested)."""
+ATTENTION_BACKEND_NAMES = ("auto", "sdpa", "triton")
+"""models.attention_backend's names, listed here for the same reason (tested)."""
 
 
 def add_engine_args(parser: argparse.ArgumentParser) -> None:
@@ -55,8 +57,33 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
         default=1,
         help="split the model over N ranks (worker processes; gloo on CPU, NCCL on CUDA, one GPU each)",
     )
+    group.add_argument(
+        "--attention-backend",
+        default="auto",
+        choices=ATTENTION_BACKEND_NAMES,
+        help="sdpa (gather blocks, PyTorch attention), triton (paged kernel reading block tables in place; "
+        "needs CUDA and the gpu extra) or auto (triton on CUDA when installed, else sdpa)",
+    )
+    group.add_argument(
+        "--enforce-eager",
+        action="store_true",
+        help="on CUDA, run decode steps eagerly instead of replaying captured CUDA graphs",
+    )
     group.add_argument("--block-size", type=int, default=16, help="tokens per KV cache block")
     group.add_argument("--max-model-len", type=int, default=None, help="context length to serve")
+    group.add_argument(
+        "--sliding-window",
+        type=int,
+        default=None,
+        help="serve a model without a window with one of this many tokens: KV blocks that leave it are "
+        "released, and --max-model-len may exceed the trained context",
+    )
+    group.add_argument(
+        "--attention-sinks",
+        type=int,
+        default=0,
+        help="with --sliding-window: also keep the first N tokens, at cache positions (StreamingLLM)",
+    )
     group.add_argument("--max-num-seqs", type=int, default=256, help="sequences running at once")
     group.add_argument(
         "--max-num-batched-tokens",
@@ -87,9 +114,11 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--structured-outputs-backend",
-        choices=("xgrammar", "llguidance"),
-        default="xgrammar",
-        help="grammar library for JSON schemas, regexes, choices, grammars and tool calls (default: xgrammar)",
+        choices=("auto", "xgrammar", "llguidance"),
+        default="auto",
+        help="grammar library for JSON schemas, regexes, choices, grammars and tool calls; auto (default) sends "
+        "each spec to the library that enforces it exactly: llguidance for JSON schemas with regexes or "
+        "constructs xgrammar approximates, xgrammar for the rest and for tool calls",
     )
     group.add_argument(
         "--speculative-method",
@@ -216,8 +245,12 @@ def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:
         quantization=args.quantization,
         device=args.device,
         tensor_parallel_size=args.tensor_parallel_size,
+        attention_backend=args.attention_backend,
+        enforce_eager=args.enforce_eager,
         block_size=args.block_size,
         max_model_len=args.max_model_len,
+        sliding_window=args.sliding_window,
+        attention_sinks=args.attention_sinks,
         max_num_seqs=args.max_num_seqs,
         max_num_batched_tokens=args.max_num_batched_tokens,
         kv_cache_memory=args.kv_cache_memory,

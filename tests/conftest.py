@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 import torch
+
+if not torch.cuda.is_available():
+    # Without a GPU, Triton kernels (`models.triton_attention`) run in Triton's interpreter. The switch is read
+    # when Triton is first imported, which the imports below may do (through transformers).
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
 from model_factory import build_hf_model
 from tokenizer_factory import build_tokenizer
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from switchyard.models.attention import AttentionMetadata
+from switchyard.models.attention import metadata_per_layer
 from switchyard.models.llama import KVCaches, LlamaForCausalLM
 
 # Finite garbage: large enough to swamp the attention output if a slot is read unmasked. Not NaN, because a
@@ -47,8 +47,18 @@ class PagedSequence:
 class PagedRunner:
     """Owns KV caches and block tables for a few sequences and runs steps of the model over them."""
 
-    def __init__(self, model: LlamaForCausalLM, *, block_size: int = 4, num_blocks: int = 256, seed: int = 0):
+    def __init__(
+        self,
+        model: LlamaForCausalLM,
+        *,
+        block_size: int = 4,
+        num_blocks: int = 256,
+        seed: int = 0,
+        kernel: bool = False,
+    ):
+        """kernel: attend with the Triton kernel (`models.triton_attention`) instead of SDPA."""
         config = model.config
+        self.kernel_group = config.num_attention_heads // config.num_key_value_heads if kernel else None
         parameter = next(model.parameters())
         self.model = model
         self.block_size = block_size
@@ -112,14 +122,19 @@ class PagedRunner:
         if len(last_rows) != len(decode_ids) + len(prefill_chunks):
             raise ValueError("a sequence may appear only once per step")
 
-        metadata = AttentionMetadata.build(
+        config = self.model.config
+        metadata = metadata_per_layer(
+            config.layer_windows,
+            config.sliding_window,
             slot_mapping=self._slots(decode_ids, prefill_chunks),
             block_size=self.block_size,
             decode_block_tables=decode_tables,
             decode_context_lens=decode_lens,
             prefill_spans=spans,
             device=self.device,
-            sliding_window=self.model.config.sliding_window,
+            kernel_group=self.kernel_group,
+            attention_sinks=config.attention_sinks,
+            rotation=self.model.rotary.rotation if config.attention_sinks else None,
         )
         hidden = self.model(
             torch.tensor(ids, device=self.device),

@@ -53,7 +53,8 @@ class Histogram:
 
 @dataclass(frozen=True)
 class Parsed:
-    """One scrape: every gauge/counter sample with its labels, and every histogram summed over labels."""
+    """One scrape: every gauge/counter sample with its labels, and every histogram summed over labels (its
+    `_sum` and `_count` also kept per label set, as series, for means by label)."""
 
     series: dict[str, list[dict[str, Any]]]
     histograms: dict[str, Histogram]
@@ -72,8 +73,13 @@ def parse_metrics(text: str) -> Parsed:
                 if sample.name.endswith("_bucket"):
                     bound = float(sample.labels["le"])
                     totals[bound] = totals.get(bound, 0.0) + sample.value
-                elif sample.name.endswith("_count"):
+                    continue
+                if sample.name.endswith("_count"):
                     count += sample.value
+                if sample.name.endswith(("_count", "_sum")):
+                    series.setdefault(sample.name, []).append(
+                        {"labels": sample.labels, "value": sample.value}
+                    )
             histograms[family.name] = Histogram(tuple(sorted(totals.items())), count)
         elif family.type in ("gauge", "counter", "untyped"):
             rows = [

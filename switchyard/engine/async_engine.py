@@ -9,11 +9,14 @@ runs. Each step's outputs are handed to the asyncio queue of their request's `Re
 The executor runs jobs in submission order. An abort submitted while a step runs therefore takes effect before
 the next step starts, which is what frees a disconnected client's KV blocks within one engine step; and an add
 submitted while a step runs sees the waiting queue as that step left it, which makes admission exact.
+`max_waiting` bounds the backlog: waiting requests the running batch has no room for, not the ones that
+arrived during a step and will be scheduled by the next.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import functools
 import logging
@@ -27,11 +30,12 @@ from typing import Any, TypeVar
 
 from switchyard.drain_rate import DrainRate, estimate_retry_after
 from switchyard.engine.engine import EngineStats, LLMEngine
+from switchyard.engine.grammar_limits import GrammarLimits
 from switchyard.engine.kv_event_log import KVEventBatch
 from switchyard.engine.sampling_params import SamplingParams
 from switchyard.engine.sequence import FinishReason, RequestOutput, now
 from switchyard.engine.structured.params import StructuredOutputsParams
-from switchyard.engine.text_worker import TextWorker
+from switchyard.engine.text_worker import TextLimit, TextWorker, longest_token_chars
 from switchyard.errors import CapacityError, InvalidRequestError, SwitchyardError
 from switchyard.models.tokenizer import GenerationDefaults
 
@@ -200,6 +204,7 @@ class AsyncLLMEngine:
         drain_window: float = 30.0,
         max_consecutive_failures: int = 3,
         step_timeout: float | None = None,
+        grammar_limits: GrammarLimits | None = None,
     ) -> None:
         if max_waiting < 1:
             raise ValueError("max_waiting must be >= 1")
@@ -212,8 +217,12 @@ class AsyncLLMEngine:
         self.max_consecutive_failures = max_consecutive_failures
         """Steps that may fail in a row before the engine is declared dead (health turns 503)."""
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="switchyard-engine")
-        self.text = TextWorker(engine.tokenizer)
-        """Chat templates and tokenization, off the engine thread so a huge prompt never stalls a step."""
+        self.grammar_limits = grammar_limits if grammar_limits is not None else GrammarLimits()
+        """Size and compile-time bounds of a request's output constraint."""
+        limit = TextLimit(engine.max_model_len, longest_token_chars(engine.tokenizer))
+        self.text = TextWorker(engine.tokenizer, limit if engine.tokenizer is not None else None)
+        """Chat templates and tokenization, off the engine thread so a huge prompt never stalls a step; texts
+        that cannot fit the context are refused before they are tokenized."""
         self._streams: dict[str, RequestStream] = {}
         self._listeners: list[StepListener] = []
         self._drain = DrainRate(drain_window)
@@ -239,6 +248,11 @@ class AsyncLLMEngine:
     @property
     def max_model_len(self) -> int:
         return self.engine.max_model_len
+
+    @property
+    def vocab_size(self) -> int:
+        """Valid token ids are [0, vocab_size) (LLMEngine.vocab_size)."""
+        return self.engine.vocab_size
 
     @property
     def quantization(self) -> str | None:
@@ -324,8 +338,20 @@ class AsyncLLMEngine:
         Raises InvalidRequestError for a grammar that does not compile, before the request is queued; the
         engine then finds the grammar cached.
         """
+        limits = self.grammar_limits
         manager = await self.run_in_engine_thread(lambda: self.engine.structured_outputs)
-        await asyncio.wrap_future(manager.submit(spec))
+
+        def checked_submit() -> concurrent.futures.Future[Any]:
+            limits.check_size(spec)  # before the compile, and like it off the event loop
+            return manager.submit(spec)
+
+        compiled = asyncio.wrap_future(await asyncio.to_thread(checked_submit))
+        try:
+            # Shielded: the compile may be shared with other requests of the same schema, and finishing it
+            # caches it for the next one.
+            await asyncio.wait_for(asyncio.shield(compiled), limits.compile_timeout)
+        except TimeoutError:
+            raise limits.timed_out(spec) from None
 
     # --------------------------------------------------------------- requests
     async def add_request(
@@ -354,6 +380,8 @@ class AsyncLLMEngine:
         stream = RequestStream(self, request_id, timeout)
         self._streams[request_id] = stream  # before the add, so no output can arrive unclaimed
         try:
+            if not isinstance(prompt, str):
+                self.engine.check_prompt(prompt, params)  # cheap checks before any grammar work
             if params.structured_outputs is not None:
                 await self._compile_grammar(params.structured_outputs)
             admitted = await self.run_in_engine_thread(
@@ -442,9 +470,9 @@ class AsyncLLMEngine:
         tenant: str | None,
     ) -> list[int] | _QueueFull:
         """Runs on the engine thread; returns the prompt the engine kept, or, without adding, a full queue."""
-        num_waiting = self.engine.scheduler.num_waiting
-        if num_waiting >= self.max_waiting:
-            return _QueueFull(num_waiting)
+        backlog = self.engine.scheduler.num_backlogged()  # not those the next step will schedule
+        if backlog >= self.max_waiting:
+            return _QueueFull(backlog)
         self.engine.add_request(
             request_id, prompt, params, arrival_time=arrival, priority=priority, tenant=tenant
         )

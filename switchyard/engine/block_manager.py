@@ -5,6 +5,13 @@ prompt's blocks; the first write into a shared block copies it (copy-on-write), 
 the KV tensors before the forward pass. With the prefix cache on, full blocks are also registered in a radix
 tree and outlive their sequences: an unreferenced cached block counts as free and is evicted (LRU leaf first)
 only when the free list is empty.
+
+With a sliding window (`window`), a block whose every position lies outside the window of any query still to
+come is released while its sequence runs, so a sequence's memory stops growing at the window: its entry in
+the block table becomes NULL_BLOCK, a reserved block never handed out, which keeps positions and table
+indexes aligned (attention masks every key of it). Blocks in the prefix cache are not released that way: a
+cached block is a prefix of the blocks after it, and a tree whose interior is gone can match nothing. So a
+windowed model caches its prompts' blocks only, and frees the generated ones that leave the window.
 """
 
 from __future__ import annotations
@@ -15,16 +22,36 @@ from collections.abc import Iterable
 from switchyard.engine.prefix_cache import PrefixCache
 from switchyard.engine.sequence import Sequence
 
+NULL_BLOCK = 0
+"""The table entry of a released out-of-window block (reserved when the manager has a window)."""
+
 
 class BlockManager:
-    def __init__(self, num_blocks: int, block_size: int, enable_prefix_cache: bool = False) -> None:
-        if num_blocks < 1 or block_size < 1:
-            raise ValueError("num_blocks and block_size must be >= 1")
+    def __init__(
+        self,
+        num_blocks: int,
+        block_size: int,
+        enable_prefix_cache: bool = False,
+        window: int | None = None,
+        sinks: int = 0,
+    ) -> None:
+        """`window`: release blocks outside it as sequences grow (every layer of the model must attend
+        within it); None keeps every block until the sequence ends. `sinks`: the first tokens every query
+        also attends (StreamingLLM), whose blocks are kept."""
+        if num_blocks < 1 + (window is not None) or block_size < 1:
+            raise ValueError("num_blocks and block_size must be >= 1 (2 blocks with a window)")
+        if window is not None and window < 1:
+            raise ValueError("the window must be >= 1 token")
         self.num_blocks = num_blocks
         self.block_size = block_size
+        self.window = window
+        self._sink_blocks = -(-sinks // block_size)
         self.ref_counts = [0] * num_blocks
-        self._free: deque[int] = deque(range(num_blocks))
+        reserved = 1 if window is not None else 0
+        self._free: deque[int] = deque(range(reserved, num_blocks))
         self.prefix_cache = PrefixCache(block_size, self.ref_counts) if enable_prefix_cache else None
+        self.num_window_released = 0
+        """Blocks released because they left the window (cumulative)."""
 
     @property
     def num_free_blocks(self) -> int:
@@ -34,8 +61,9 @@ class BlockManager:
 
     @property
     def num_used_blocks(self) -> int:
-        """Blocks some sequence references (cached but unreferenced blocks count as free)."""
-        return self.num_blocks - self.num_free_blocks
+        """Blocks some sequence references (cached but unreferenced blocks count as free; NULL_BLOCK not at
+        all)."""
+        return self.num_blocks - self.num_free_blocks - (self.window is not None)
 
     @property
     def usage(self) -> float:
@@ -83,12 +111,12 @@ class BlockManager:
         child.block_table = list(parent.block_table)
         child.prefix_node = parent.prefix_node
         child.num_cached_blocks = parent.num_cached_blocks
-        for block in parent.block_table:
+        for block in self._live(parent.block_table):
             self.ref_counts[block] += 1
 
     def free(self, seq: Sequence) -> None:
         """Release seq's blocks (a block becomes free, or cached-unreferenced, when its last owner lets go)."""
-        self._release(seq.block_table)
+        self._release(self._live(seq.block_table))
         seq.block_table = []
         seq.prefix_node = None
         seq.num_cached_blocks = 0
@@ -97,8 +125,27 @@ class BlockManager:
         """Release the blocks of seq past its first num_tokens tokens (rejected speculative positions)."""
         keep = self.blocks_for_tokens(num_tokens)
         if len(seq.block_table) > keep:
-            self._release(seq.block_table[keep:])
+            self._release(self._live(seq.block_table[keep:]))
             del seq.block_table[keep:]
+
+    def release_outside_window(self, seq: Sequence) -> int:
+        """Release seq's uncached blocks, past the sinks', that no query still to come attends to; return how
+        many.
+
+        The next query sits at position `num_computed_tokens` and sees keys k with q - window < k <= q, so
+        every key at or below num_computed_tokens - window is done with, in every layer."""
+        if self.window is None:
+            return 0
+        done = (seq.num_computed_tokens - self.window + 1) // self.block_size
+        released = 0
+        table = seq.block_table
+        for index in range(max(seq.num_cached_blocks, self._sink_blocks), min(done, len(table))):
+            if table[index] != NULL_BLOCK:
+                self._release([table[index]])
+                table[index] = NULL_BLOCK
+                released += 1
+        self.num_window_released += released
+        return released
 
     def reset_prefix_cache(self) -> int:
         """Forget every cached block no sequence uses (they go back to the free list); return how many.
@@ -142,6 +189,8 @@ class BlockManager:
             return
         bs = self.block_size
         full = seq.num_computed_tokens // bs
+        if self.window is not None:  # prompts only: see the module docstring
+            full = min(full, seq.num_prompt_tokens // bs)
         for index in range(seq.num_cached_blocks, full):
             block = seq.block_table[index]
             node = cache.insert(seq.prefix_node, tuple(seq.token_ids[index * bs : (index + 1) * bs]), block)
@@ -167,6 +216,12 @@ class BlockManager:
                 else:
                     self._free.append(block)
 
+    def _live(self, blocks: list[int]) -> list[int]:
+        """The blocks of a table a sequence still owns (without the NULL_BLOCK entries of released ones)."""
+        if self.window is None:
+            return blocks
+        return [block for block in blocks if block != NULL_BLOCK]
+
     def _take(self) -> int:
         if self._free:
             block = self._free.popleft()
@@ -186,8 +241,9 @@ class BlockManager:
         """Raise AssertionError unless refcounts equal owners and free blocks are exactly the unowned ones."""
         owners = [0] * self.num_blocks
         for seq in sequences:
-            assert len(set(seq.block_table)) == len(seq.block_table), f"seq {seq.seq_id} owns a block twice"
-            for block in seq.block_table:
+            live = self._live(seq.block_table)
+            assert len(set(live)) == len(live), f"seq {seq.seq_id} owns a block twice"
+            for block in live:
                 owners[block] += 1
         assert owners == self.ref_counts, "reference counts differ from owners"
         free = set(self._free)
@@ -196,6 +252,9 @@ class BlockManager:
         cached = {b for b in range(self.num_blocks) if cache is not None and b in cache}
         assert not free & cached, "a cached block is on the free list"
         unowned = {b for b in range(self.num_blocks) if owners[b] == 0}
+        if self.window is not None:
+            assert self.ref_counts[NULL_BLOCK] == 0 and NULL_BLOCK not in cached, "NULL_BLOCK was handed out"
+            unowned.discard(NULL_BLOCK)
         assert free == unowned - cached, "free list differs from unowned, uncached blocks"
         if cache is not None:
             assert cache.num_unreferenced == len(unowned & cached), "unreferenced cached count is off"

@@ -21,6 +21,7 @@ import torch
 
 from switchyard.config import EngineConfig
 from switchyard.engine.block_manager import BlockManager
+from switchyard.engine.cuda_graphs import decode_graph_sizes
 from switchyard.engine.input_processor import InputLimits, InputProcessor
 from switchyard.engine.memory import (
     KVCacheBudget,
@@ -46,7 +47,8 @@ from switchyard.engine.spec.speculator import SpeculatorProposer
 from switchyard.engine.spec.step import SpeculativeStep
 from switchyard.engine.structured.admission import GrammarAdmission
 from switchyard.errors import ModelLoadError
-from switchyard.models.config import ModelArchConfig
+from switchyard.models.attention_backend import resolve_attention_backend
+from switchyard.models.config import ModelArchConfig, with_long_context
 from switchyard.models.cpu_bf16 import auto_dtype, cpu_has_native_bf16
 from switchyard.models.kv_cache_dtype import resolve_kv_cache_dtype
 from switchyard.models.llama import LlamaForCausalLM
@@ -141,10 +143,15 @@ def build_engine_parts(config: EngineConfig) -> EngineParts:
     """Load the model (and draft or speculator), then size the KV cache from the memory that is left."""
     device = config.resolved_device()
     folder = model_folder(config.model)
-    arch = ModelArchConfig.from_folder(folder)
+    arch = with_long_context(
+        ModelArchConfig.from_folder(folder), config.sliding_window, config.attention_sinks
+    )
     dtype = _model_dtype(config, arch, device)
     kv_dtype = resolve_kv_cache_dtype(config.kv_cache_dtype, dtype)
-    if config.max_model_len and config.max_model_len > arch.max_position_embeddings:
+    # Dynamic NTK rescales rotary positions past the trained context, and a window the user asked for keeps
+    # every query-key distance within it: both may serve longer sequences; other models may not.
+    extends = arch.rope.rope_type == "dynamic" or config.sliding_window is not None
+    if config.max_model_len and config.max_model_len > arch.max_position_embeddings and not extends:
         raise ValueError(
             f"max_model_len {config.max_model_len} exceeds the model's max_position_embeddings "
             f"{arch.max_position_embeddings}"
@@ -190,7 +197,7 @@ def build_engine_parts(config: EngineConfig) -> EngineParts:
         )
     try:
         model = load_rank_model(
-            folder, dtype, device, max_model_len, config.quantization, 0, config.tensor_parallel_size
+            folder, dtype, device, max_model_len, config.quantization, 0, config.tensor_parallel_size, arch
         )
     except BaseException:
         if tensor_parallel is not None:
@@ -201,13 +208,13 @@ def build_engine_parts(config: EngineConfig) -> EngineParts:
     weights = model_bytes(model) + quantized_buffer_bytes(model)
     if pack:
         pack_linear_layers(model)
+    scheduler_config = config.scheduler_config(device)
     make_runner = (
-        ModelRunner
+        _single_rank_runner(config, device, dtype, kv_dtype, scheduler_config.max_num_seqs)
         if tensor_parallel is None
         else functools.partial(TensorParallelRunner, group=tensor_parallel)
     )
     speculation = _load_speculation(config, arch, dtype, device, max_model_len, pack)
-    scheduler_config = config.scheduler_config(device)
     kv_budget = _size_kv_cache(
         config,
         model,
@@ -243,6 +250,9 @@ def build_engine_parts(config: EngineConfig) -> EngineParts:
         max_model_len=max_model_len,
         kv_cache_tokens=kv_budget.num_blocks * config.block_size,
         max_num_seqs=scheduler_config.max_num_seqs,
+        window_tokens=_window_tokens(arch, config),
+        prompts_kept=config.enable_prefix_caching,
+        step_tokens=scheduler_config.max_num_batched_tokens,
     )
     grammars = GrammarAdmission(config.structured_outputs_backend, tokenizer, arch.vocab_size, eos)
     return EngineParts(
@@ -277,14 +287,37 @@ def build_scheduling_state(
     priorities, then weighted fair share between the config's tenants)."""
     num_blocks = parts.kv_budget.num_blocks
     block_manager = BlockManager(
-        num_blocks, config.block_size, enable_prefix_cache=config.enable_prefix_caching
+        num_blocks,
+        config.block_size,
+        enable_prefix_cache=config.enable_prefix_caching,
+        window=parts.model.config.release_window,
+        sinks=parts.model.config.attention_sinks,
     )
     runner = parts.make_runner(
         parts.model, num_blocks, config.block_size, parts.dtype, parts.device, parts.kv_dtype
     )
+    runner.capture_decode_graphs()
     policy = policy if policy is not None else PriorityFairPolicy(config.tenant_weights)
     scheduler = Scheduler(parts.scheduler_config, block_manager, policy)
     return SchedulingState(block_manager, runner, scheduler, policy)
+
+
+def _single_rank_runner(
+    config: EngineConfig, device: torch.device, dtype: torch.dtype, kv_dtype: torch.dtype, max_num_seqs: int
+) -> Callable[..., ModelRunner]:
+    """ModelRunner with the attention backend resolved, and on CUDA with the Triton kernel (unless
+    --enforce-eager) the decode batch sizes it captures as CUDA graphs. (Tensor parallel ranks stay on sdpa.)"""
+    backend = resolve_attention_backend(config.attention_backend, device, dtype, kv_dtype, config.block_size)
+    if backend == "triton" and config.attention_sinks:
+        if config.attention_backend == "triton":
+            raise ValueError(
+                "--attention-backend triton does not attend with --attention-sinks: use sdpa or auto"
+            )
+        backend = "sdpa"  # auto: the sinks' attention runs on the SDPA path
+    graphed = backend == "triton" and device.type == "cuda" and not config.enforce_eager
+    sizes = decode_graph_sizes(max_num_seqs) if graphed else ()
+    logger.info("attention backend %s; CUDA graphs at decode batch sizes %s", backend, list(sizes) or "off")
+    return functools.partial(ModelRunner, attention_backend=backend, decode_graph_sizes=sizes)
 
 
 def _quantization(config: EngineConfig, folder: Path) -> QuantizationSpec | None:
@@ -313,6 +346,15 @@ def _warn_without_gate(folder: Path, quantization: QuantizationSpec) -> None:
             folder,
             verdict.get("reason", "see `switchyard eval quant`"),
         )
+
+
+def _window_tokens(arch: ModelArchConfig, config: EngineConfig) -> int | None:
+    """What a windowed sequence holds besides its kept prompt and the chunk being computed: the sinks, the
+    window, speculative drafts, and the partial blocks at the edges (`InputLimits.window_tokens`)."""
+    if arch.release_window is None:
+        return None
+    drafts = config.num_speculative_tokens if config.speculative_method is not None else 0
+    return arch.attention_sinks + arch.release_window + drafts + 3 * config.block_size
 
 
 def _model_dtype(config: EngineConfig, arch: ModelArchConfig, device: torch.device) -> torch.dtype:
@@ -410,6 +452,7 @@ def _size_kv_cache(
         probe.profile_forward(tokens)
         measured = max(0, peak_rss_bytes() - before)
     del probe
+    model.reset_routed_tokens()
     arch = model.config
     draft = speculation.draft_model if speculation is not None else None
     return plan_budget(

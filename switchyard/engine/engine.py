@@ -14,6 +14,7 @@ import logging
 
 from switchyard.config import EngineConfig
 from switchyard.engine.builder import SchedulingState, build_engine_parts, build_scheduling_state
+from switchyard.engine.expert_load import ExpertLoadMeter
 from switchyard.engine.model_runner import ForwardResult
 from switchyard.engine.output_processor import Finish
 from switchyard.engine.policy import SchedulingPolicy
@@ -22,6 +23,7 @@ from switchyard.engine.sampling_params import SamplingParams
 from switchyard.engine.sequence import FinishReason, Request, RequestOutput, Sequence, now
 from switchyard.engine.stats import EngineStats, collect_stats
 from switchyard.engine.structured.manager import StructuredOutputManager
+from switchyard.engine.structured.output_check import ConstrainedOutputError
 from switchyard.errors import InvalidRequestError
 
 logger = logging.getLogger(__name__)
@@ -55,6 +57,7 @@ class LLMEngine:
         """Request ids in the step being run (what a watchdog blames when the step hangs)."""
         self.num_hung_steps = 0
         self.num_prompt_tokens = 0
+        self.expert_load = ExpertLoadMeter(self.model)
 
     def close(self) -> None:
         """Stop the tensor-parallel worker ranks, if any (idempotent; nothing to do with one rank)."""
@@ -71,12 +74,24 @@ class LLMEngine:
         return self.grammar_admission.manager
 
     @property
+    def vocab_size(self) -> int:
+        """Token ids the model accepts are [0, vocab_size): the one bound for prompts, token-id parameters and
+        /detokenize (the tokenizer may know fewer; ids past it decode to nothing)."""
+        return self._inputs.limits.vocab_size
+
+    @property
     def num_generated_tokens(self) -> int:
         return self._outputs.num_generated_tokens
 
     # --------------------------------------------------------------- requests
     def tokenize(self, prompt: str) -> list[int]:
         return self._inputs.tokenize(prompt)
+
+    def check_prompt(self, token_ids: list[int], params: SamplingParams) -> None:
+        """The admission checks of a token-id prompt that need neither the tokenizer nor engine state (length,
+        ids, max_tokens, sampling values): InvalidRequestError before any expensive work such as a grammar
+        compile. Safe off the engine thread: it reads only fixed limits."""
+        self._inputs.check(token_ids, params)
 
     def truncate_prompt(self, token_ids: list[int], params: SamplingParams) -> list[int]:
         """The prompt's last `truncate_prompt_tokens` tokens; for -1, as many as fit beside max_tokens."""
@@ -137,7 +152,11 @@ class LLMEngine:
 
     def stats(self) -> EngineStats:
         return collect_stats(
-            self.scheduler, self.num_hung_steps, self.grammar_admission.built, self.spec_decoder
+            self.scheduler,
+            self.num_hung_steps,
+            self.grammar_admission.built,
+            self.spec_decoder,
+            self.expert_load,
         )
 
     # ------------------------------------------------------------------- step
@@ -187,6 +206,7 @@ class LLMEngine:
             seq.num_computed_tokens += num_new
             if seq.seq_id not in verifying:  # drafts are not cached before they are verified
                 self.block_manager.cache_full_blocks(seq)
+                self.block_manager.release_outside_window(seq)
         self._outputs.record_prompt_logprobs(result, self.scheduler.running)
         touched = self._sample(result)
         if verifying:
@@ -226,6 +246,9 @@ class LLMEngine:
             try:
                 token, logprob = sampled.token_ids[row], sampled.logprobs[row]
                 self._outputs.append_token(seq, token, self.scheduler, logprob, sampled.top, row)
+            except ConstrainedOutputError as exc:  # a grammar backend bug, counted: fail only this request
+                logger.error("request %s: %s", request.request_id, exc)
+                self._fail(request, str(exc), code="constrained_output_invalid")
             except Exception as exc:  # one request's post-processing failing must not stop the others
                 logger.exception("post-processing failed for request %s", request.request_id)
                 self._fail(request, f"internal error while processing output: {exc}")

@@ -35,6 +35,20 @@ class InputLimits:
     """Tokens the whole KV cache holds: no single request may need more."""
     max_num_seqs: int
     """Sequences running at once: the largest n."""
+    window_tokens: int | None = None
+    """Under a sliding window whose blocks are released: the most tokens' blocks a sequence holds besides its
+    kept prompt and the chunk being computed (sinks, window, drafts, partial blocks); None otherwise."""
+    prompts_kept: bool = True
+    """With a window: whether a prompt's blocks stay while its sequence runs (the prefix cache keeps them)."""
+    step_tokens: int = 0
+    """The step's token budget: the longest prefill chunk."""
+
+    def tokens_held(self, prompt_len: int, total: int) -> int:
+        """The most tokens' KV blocks a request of `total` tokens ever holds at once."""
+        if self.window_tokens is None:
+            return total
+        kept = prompt_len if self.prompts_kept else 0
+        return min(total, kept + self.window_tokens + min(self.step_tokens, prompt_len))
 
 
 class InputProcessor:
@@ -90,6 +104,10 @@ class InputProcessor:
         request.sequences.append(self.new_sequence(request, 0, list(token_ids)))
         return request
 
+    def check(self, token_ids: list[int], params: SamplingParams) -> None:
+        """What `process` would refuse in a token-id prompt, without making the request (pure: limits only)."""
+        self._validate(self.truncate(list(token_ids), params), params)
+
     def tokenize(self, prompt: str) -> list[int]:
         if self.tokenizer is None:
             raise InvalidRequestError("this engine has no tokenizer: pass prompt token ids", param="prompt")
@@ -109,6 +127,8 @@ class InputProcessor:
         """max_tokens as asked, or, when unset, as many as the context and the whole KV cache allow."""
         if params.max_tokens is not None:
             return params.max_tokens
+        if self.limits.window_tokens is not None:  # the window bounds what it holds, not how long it runs
+            return max(1, self.limits.max_model_len - prompt_len)
         return max(1, min(self.limits.max_model_len, self.limits.kv_cache_tokens) - prompt_len)
 
     def fork(self, seq: Sequence) -> list[Sequence]:
@@ -173,7 +193,7 @@ class InputProcessor:
                 f"context length {limits.max_model_len}",
                 param="max_tokens",
             )
-        if total > limits.kv_cache_tokens:
+        if limits.tokens_held(len(token_ids), total) > limits.kv_cache_tokens:
             raise InvalidRequestError(
                 f"prompt + max_tokens = {total} tokens can never fit in the KV cache "
                 f"({limits.kv_cache_tokens} tokens)",

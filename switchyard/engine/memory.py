@@ -151,7 +151,7 @@ def plan_budget(
             f"KV cache budget too small for even one block: {plan.describe()}. "
             "Raise --kv-cache-memory / --memory-utilization or use a smaller --max-num-batched-tokens."
         )
-    if num_blocks < blocks_per_seq:
+    if num_blocks < blocks_per_seq and config.release_window is None:  # a window bounds what a request holds
         logger.warning(
             "KV cache holds fewer tokens (%d) than max_model_len (%d); longer requests are rejected at admission",
             num_blocks * block_size,

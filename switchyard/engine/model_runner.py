@@ -8,14 +8,17 @@ prompt-logprob rows, when asked) go through the LM head, which on large vocabula
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
 
+from switchyard.engine.cuda_graphs import DecodeGraphs
 from switchyard.engine.sequence import Sequence
-from switchyard.models.attention import AttentionMetadata
+from switchyard.models.attention import AttentionMetadata, metadata_per_layer
 from switchyard.models.kv_cache_dtype import copyable
 from switchyard.models.llama import KVCaches, LlamaForCausalLM
+from switchyard.models.paged_kernel_plan import to_device
 
 
 @dataclass
@@ -44,7 +47,8 @@ class StepInputs:
 
     input_ids: torch.Tensor
     positions: torch.Tensor
-    metadata: AttentionMetadata
+    metadata: AttentionMetadata | list[AttentionMetadata]
+    """One for every layer, or one per layer where their windows differ."""
     sample_index: torch.Tensor
     """Rows of the flat batch whose logits are sampled, in the order of sampled_seqs."""
     sampled_seqs: list[Sequence]
@@ -63,19 +67,43 @@ class ModelRunner:
         dtype: torch.dtype,
         device: torch.device,
         kv_dtype: torch.dtype | None = None,
+        *,
+        attention_backend: str = "sdpa",
+        decode_graph_sizes: tuple[int, ...] = (),
     ) -> None:
-        """`kv_dtype`: the cache's storage dtype (`models.kv_cache_dtype`); None stores in `dtype`."""
+        """`kv_dtype`: the cache's storage dtype (`models.kv_cache_dtype`); None stores in `dtype`.
+        `attention_backend`: "sdpa" or "triton", as `models.attention_backend` resolved it.
+        `decode_graph_sizes`: padded decode batch sizes to capture as CUDA graphs (`capture_decode_graphs`);
+        empty runs eagerly. Graphs need the Triton backend (its launch reads everything from device tensors)."""
+        if decode_graph_sizes and attention_backend != "triton":
+            raise ValueError("CUDA graphs need the triton attention backend")
         self.model = model
         self.block_size = block_size
         self.device = device
         config = model.config
         self.sliding_window = config.sliding_window
+        self.kernel_group = (
+            config.num_attention_heads // config.num_key_value_heads
+            if attention_backend == "triton"
+            else None
+        )
+        self.num_blocks = num_blocks
+        self.decode_graph_sizes = decode_graph_sizes
+        self.graphs: DecodeGraphs | None = None
+        self.layer_windows = config.layer_windows
+        self.streaming: dict[str, Any] = (
+            {"attention_sinks": config.attention_sinks, "rotation": model.rotary.rotation}
+            if config.attention_sinks
+            else {}
+        )
         # One tensor for all layers: [layers, K/V, blocks, block_size, kv_heads, head_dim]. Zero-filled so that
         # masked-out slots never hold NaN (0 * NaN would leak through the attention weights).
+        # With CUDA graphs, one block more than the block manager hands out: the padding rows of a captured
+        # batch write their keys there (`cuda_graphs.DecodeGraphs`).
         self.kv_cache = torch.zeros(
             config.num_hidden_layers,
             2,
-            num_blocks,
+            num_blocks + (1 if decode_graph_sizes else 0),
             block_size,
             config.num_key_value_heads,
             config.head_dim,
@@ -158,28 +186,51 @@ class ModelRunner:
         device = self.device
         # One verification chunk alone goes the prefill way: fewer operations than the padded layout.
         batched = num_verifying if num_verifying > 1 else 0
-        metadata = AttentionMetadata.build(
-            slot_mapping=torch.tensor(slots, dtype=torch.long, device=device),
+        metadata = metadata_per_layer(
+            self.layer_windows,
+            self.sliding_window,
+            slot_mapping=_long_tensor(slots, device),
             block_size=bs,
             decode_block_tables=decode_tables,
             decode_context_lens=decode_lens,
             prefill_spans=spans[batched:],
             device=device,
-            sliding_window=self.sliding_window,
             verify_spans=spans[:batched] or None,
+            kernel_group=self.kernel_group,
+            **self.streaming,
         )
         return StepInputs(
-            input_ids=torch.tensor(input_ids, dtype=torch.long, device=device),
-            positions=torch.tensor(positions, dtype=torch.long, device=device),
+            input_ids=_long_tensor(input_ids, device),
+            positions=_long_tensor(positions, device),
             metadata=metadata,
-            sample_index=torch.tensor(sample_index, dtype=torch.long, device=device),
+            sample_index=_long_tensor(sample_index, device),
             sampled_seqs=sampled,
             prompt_rows=prompt_rows,
             verify_rows=verify_rows,
         )
 
+    def capture_decode_graphs(self) -> None:
+        """Capture the decode graphs at `decode_graph_sizes` over the allocated KV cache (call once, after it is
+        allocated and before serving); a no-op without sizes."""
+        if not self.decode_graph_sizes:
+            return
+        max_blocks = -(-self.model.rotary.cos_table.shape[0] // self.block_size)
+        self.graphs = DecodeGraphs(
+            self.decode_graph_sizes,
+            max_blocks=max_blocks,
+            scratch_slot=self.num_blocks * self.block_size,
+            block_size=self.block_size,
+            sliding_window=self.sliding_window,
+            device=self.device,
+        )
+        self.graphs.capture(self.model, self.kv_caches)
+
     def forward(self, inputs: StepInputs) -> ForwardResult:
-        hidden = self.model(inputs.input_ids, inputs.positions, self.kv_caches, inputs.metadata)
+        hidden = None
+        if self.graphs is not None and not inputs.prompt_rows and not inputs.verify_rows:
+            hidden = self.graphs.replay(inputs.input_ids, inputs.positions, inputs.metadata)
+        if hidden is None:
+            hidden = self.model(inputs.input_ids, inputs.positions, self.kv_caches, inputs.metadata)
         sampled_hidden = hidden.index_select(0, inputs.sample_index)
         logits = self.model.compute_logits(sampled_hidden)
         prompt_logits: dict[int, tuple[int, torch.Tensor]] = {}
@@ -208,17 +259,25 @@ class ModelRunner:
         if -(-num_tokens // bs) > num_blocks:
             raise ValueError("profiling KV cache too small for the token budget")
         table = list(range(-(-num_tokens // bs)))
-        metadata = AttentionMetadata.build(
+        metadata = metadata_per_layer(
+            self.layer_windows,
+            self.sliding_window,
             slot_mapping=torch.arange(num_tokens, device=self.device),
             block_size=bs,
             decode_block_tables=[],
             decode_context_lens=[],
             prefill_spans=[(0, num_tokens, num_tokens, table)],
             device=self.device,
-            sliding_window=self.sliding_window,
+            kernel_group=self.kernel_group,
+            **self.streaming,
         )
         ids = torch.zeros(num_tokens, dtype=torch.long, device=self.device)
         # Positions wrap at the rotary table's length; only the shapes matter for profiling.
         positions = torch.arange(num_tokens, device=self.device) % self.model.rotary.cos_table.shape[0]
         hidden = self.model(ids, positions, self.kv_caches, metadata)
         self.model.compute_logits(hidden[-min(num_tokens, 256) :])
+
+
+def _long_tensor(values: list[int], device: torch.device) -> torch.Tensor:
+    """A step input on the device; to a GPU through pinned memory, without blocking the host."""
+    return to_device(torch.tensor(values, dtype=torch.long), device)

@@ -28,6 +28,7 @@ from switchyard.engine.sequence import (
 )
 from switchyard.engine.spec.decoder import SpecDecoder
 from switchyard.engine.structured.admission import GrammarAdmission
+from switchyard.engine.structured.output_check import ConstrainedOutputError
 
 
 class GrammarViolationError(RuntimeError):
@@ -71,6 +72,29 @@ class OutputProcessor:
         finish = self._append(seq, token, logprob, top, row)
         if finish is not None:
             self.finish(seq, finish, scheduler)
+            if finish.reason is FinishReason.STOP and seq.grammar is not None:
+                self._check_constrained_output(seq)
+
+    def _check_constrained_output(self, seq: Sequence) -> None:
+        """Raise ConstrainedOutputError (the sequence finished as an error) if the grammar let through a text
+        its spec rejects; the engine then fails the request. Counted by backend and construct."""
+        check = seq.request.output_check
+        manager = self.grammars.built
+        if check is None or seq.detokenizer is None or manager is None:
+            return
+        manager.stats.checked_outputs += 1
+        mismatch = check.check(seq.detokenizer.text)
+        if mismatch is None:
+            return
+        compiled = seq.request.compiled_grammar
+        backend = manager.backend_name(compiled) if compiled is not None else manager.backend.name
+        manager.record_invalid_output(backend, mismatch.construct)
+        seq.finish_reason = FinishReason.ERROR
+        raise ConstrainedOutputError(
+            f"the {backend} grammar backend produced a {check.kind} output that breaks its spec: "
+            f"{mismatch.message}",
+            construct=mismatch.construct,
+        )
 
     def append_tokens(self, seq: Sequence, tokens: list[int], scheduler: Scheduler) -> None:
         """Append verified speculative tokens (no logprobs: speculation is off for requests that want them)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from switchyard.engine.structured.params import StructuredOutputsParams
@@ -114,6 +115,15 @@ class SamplingParams:
         """Raise InvalidRequestError for a bad value; the engine checks again at admission, since callers may
         set fields (structured_outputs) after construction."""
         _check(isinstance(self.n, int) and self.n >= 1, "n must be an integer >= 1", "n")
+        for name in (
+            "temperature",
+            "top_p",
+            "min_p",
+            "repetition_penalty",
+            "presence_penalty",
+            "frequency_penalty",
+        ):
+            _check(math.isfinite(getattr(self, name)), f"{name} must be a finite number", name)
         _check(self.temperature >= 0, "temperature must be >= 0", "temperature")
         _check(0 < self.top_p <= 1, "top_p must be in (0, 1]", "top_p")
         _check(isinstance(self.top_k, int) and self.top_k >= 0, "top_k must be -1, 0 (off) or >= 1", "top_k")

@@ -76,6 +76,27 @@ class Scheduler:
     def num_running(self) -> int:
         return len(self.running)
 
+    def num_backlogged(self) -> int:
+        """Waiting sequences that will not fit beside the running batch: what admission control counts.
+
+        Requests that arrived during the current step wait only until the next one, when the batch has room
+        for them (free sequence slots, free KV blocks for their prompts); counting them as a backlog would shed
+        a burst while the batch sits empty. Walks the queue in scheduling order only as far as it fits, so the
+        cost is bounded by max_num_seqs."""
+        manager = self.block_manager
+        slots = self.config.max_num_seqs - self._seq_slots()
+        blocks = manager.num_free_blocks - self._watermark_blocks
+        fitting = 0
+        for seq in self.waiting:
+            needed_slots = 1 if seq.request.forked else seq.request.params.n
+            needed_blocks = manager.blocks_for_tokens(seq.num_tokens)
+            if needed_slots > slots or needed_blocks > blocks:
+                break
+            slots -= needed_slots
+            blocks -= needed_blocks
+            fitting += 1
+        return len(self.waiting) - fitting
+
     def has_work(self) -> bool:
         return bool(self.running) or len(self.waiting) > 0
 

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from switchyard.engine.detokenizer import IncrementalDetokenizer
     from switchyard.engine.prefix_cache import PrefixNode
     from switchyard.engine.structured.backend import CompiledGrammar, GrammarMatcher
+    from switchyard.engine.structured.output_check import OutputCheck
 
 
 class SequenceStatus(enum.Enum):
@@ -145,6 +146,8 @@ class Request:
     """Engine steps this request was in that a watchdog found hung."""
     error_code: str | None = None
     compiled_grammar: CompiledGrammar | None = None
+    output_check: OutputCheck | None = None
+    """Checks each finished constrained output against its spec (None: unconstrained or uncheckable)."""
     """Set once params.structured_outputs has compiled; every sequence gets a matcher of it."""
     bad_words_token_ids: tuple[tuple[int, ...], ...] = ()
     """params.bad_words tokenized at admission, each with and without a leading space."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from switchyard.engine.expert_load import ExpertLoadMeter
 from switchyard.engine.scheduler import Scheduler
 from switchyard.engine.spec.decoder import SpecDecoder
 from switchyard.engine.structured.manager import StructuredOutputManager
@@ -31,8 +32,12 @@ class EngineStats:
     """Structured outputs: grammars compiled, compile cache hits, compile failures, rejected tokens."""
     grammar_seconds: dict[str, float] = field(default_factory=dict)
     """Structured outputs: seconds spent compiling grammars and filling/applying token masks."""
+    grammar_invalid_outputs: dict[tuple[str, str], int] = field(default_factory=dict)
+    """Structured outputs: finished outputs that broke their spec, by (backend, construct); a backend bug."""
     spec_decode: dict[str, int] = field(default_factory=dict)
     """Speculative decoding: verifying sequence-steps, proposed, accepted and emitted tokens."""
+    expert_tokens: dict[tuple[int, int], int] = field(default_factory=dict)
+    """Mixture-of-experts models: tokens the router sent to each (layer, expert) since load."""
 
 
 def collect_stats(
@@ -40,6 +45,7 @@ def collect_stats(
     num_hung_steps: int,
     structured: StructuredOutputManager | None,
     spec_decoder: SpecDecoder | None,
+    expert_load: ExpertLoadMeter | None = None,
 ) -> EngineStats:
     """The counters of the scheduler (its block manager and policy too), the grammars and speculation."""
     block_manager = scheduler.block_manager
@@ -56,6 +62,7 @@ def collect_stats(
         kv_full_decisions=dict(scheduler.kv_full_decisions),
         tenant_tokens=dict(getattr(scheduler.waiting, "tokens_served", {})),
         num_hung_steps=num_hung_steps,
+        expert_tokens=expert_load.totals() if expert_load is not None else {},
     )
     if structured is not None:
         grammar = structured.stats
@@ -64,7 +71,9 @@ def collect_stats(
             "cache_hit": grammar.cache_hits,
             "failed": grammar.failed,
             "rejected_token": grammar.rejected_tokens,
+            "checked_output": grammar.checked_outputs,
         }
+        stats.grammar_invalid_outputs = dict(grammar.invalid_outputs)
         stats.grammar_seconds = {"compile": grammar.compile_seconds, "mask": grammar.mask_seconds}
     if spec_decoder is not None:
         spec = spec_decoder.stats

@@ -289,10 +289,15 @@ def _pools_from_flags(args: argparse.Namespace, serve_args: Sequence[str]) -> li
         if args.model is not None or serve_args:
             raise FleetConfigError("MODEL and flags after `--` are for --replicas N MODEL")
     default_name = args.served_model_name or args.worker_model
+    worker_key = (
+        args.worker_api_key if args.worker_api_key is not None else os.environ.get(WORKER_API_KEY_ENV)
+    )
     workers: dict[str, list[str]] = {}
     for given in args.worker:
         url, name = split_worker(given)
-        name = name or default_name or (args.model if args.replicas else None) or discover_model(url)
+        name = (
+            name or default_name or (args.model if args.replicas else None) or discover_model(url, worker_key)
+        )
         workers.setdefault(name, []).append(url)
     launched: dict[str, LaunchConfig] = {}
     if args.replicas is not None:
@@ -326,13 +331,15 @@ def split_worker(given: str) -> tuple[str, str | None]:
     return given.rstrip("/"), None
 
 
-def discover_model(url: str) -> str:
-    """The first model a running worker lists at /v1/models (for a --worker given without a pool name)."""
+def discover_model(url: str, api_key: str | None = None) -> str:
+    """The first model a running worker lists at /v1/models (for a --worker given without a pool name), asked
+    with the workers' key (`--worker-api-key`) when they require one."""
     with require_extra("fleet"):
         import httpx
 
+    headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
     try:
-        response = httpx.get(f"{url.rstrip('/')}/v1/models", timeout=_DISCOVERY_TIMEOUT)
+        response = httpx.get(f"{url.rstrip('/')}/v1/models", timeout=_DISCOVERY_TIMEOUT, headers=headers)
         response.raise_for_status()
         return str(response.json()["data"][0]["id"])
     except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
@@ -347,7 +354,10 @@ def cmd_serve(args: argparse.Namespace, serve_args: Sequence[str]) -> int:
         from switchyard.fleet.launch import build_gateway_server
     config = config_from_args(args, serve_args)
     server = build_gateway_server(config, log_level="info" if args.verbose else "warning")
-    pools = ", ".join(_pool_summary(pool) for pool in config.pools)
+    pools = ", ".join(
+        [_pool_summary(pool) for pool in config.pools]
+        + [f"'{cascade.name}' (cascade: {' -> '.join(cascade.tiers)})" for cascade in config.cascades]
+    )
     print(f"switchyard fleet: serving {pools} on http://{config.host}:{config.port}/v1", flush=True)
     server.run()
     return 0

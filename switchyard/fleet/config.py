@@ -31,6 +31,11 @@ A config comes from flags (`switchyard fleet serve --worker ...`) or a TOML file
     input = 0.5
     cached_input = 0.125
     output = 1.5
+
+    [cascades.auto]                     # model="auto": `small` answers, `chat` when small is unsure
+    tiers = ["small", "chat"]
+    min_mean_logprob = -0.3
+    min_token_logprob = -3.0
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from switchyard.fleet.cascade.config import CascadeConfig, cascades_from_mapping
 from switchyard.fleet.errors import FleetConfigError
 from switchyard.fleet.ledger.config import ledger_db_from_mapping
 from switchyard.fleet.online_eval.config import OnlineEvalConfig, online_eval_from_mapping
@@ -49,6 +55,7 @@ from switchyard.fleet.policies import POLICIES, make_policy
 from switchyard.fleet.prices import PriceTable, price_table_from_mapping
 from switchyard.fleet.replicas.base import ReplicaSpec
 from switchyard.fleet.response_cache import ResponseCacheConfig
+from switchyard.fleet.semantic_cache import SemanticCacheConfig, semantic_config_from_mapping
 
 LauncherKind = Literal["local", "ray"]
 
@@ -192,6 +199,8 @@ class FleetConfig:
     """The tenants database (a SQLite file, or a postgresql:// URL): set, every /v1 request needs a tenant's
     key, and keys' limits, usage and costs apply. `api_key` is then the operators' key (usage of any tenant)."""
     response_cache: ResponseCacheConfig | None = None
+    semantic_cache: SemanticCacheConfig | None = None
+    """The response cache's semantic mode (`[response_cache.semantic]`): off unless configured."""
     """Answer repeated deterministic requests from the gateway (None: off)."""
     prices: PriceTable = field(default_factory=PriceTable)
     """What tokens cost per model, for usage costs and the credits ledger's charges."""
@@ -200,6 +209,8 @@ class FleetConfig:
     reservation (prompt + max_tokens at the model's price), settled to what it used when it ends."""
     online_eval: OnlineEvalConfig | None = None
     """Log a sampled share of requests with their answers, for feedback and judges (None: off)."""
+    cascades: tuple[CascadeConfig, ...] = ()
+    """Model names whose requests try a cheap pool first and a larger one when its answer is unsure."""
 
     def __post_init__(self) -> None:
         if not self.pools:
@@ -216,6 +227,10 @@ class FleetConfig:
             raise FleetConfigError("read_timeout must be positive")
         if self.max_attempts < 1:
             raise FleetConfigError("max_attempts must be at least 1")
+        if self.semantic_cache is not None and self.response_cache is None:
+            raise FleetConfigError(
+                "the semantic cache is a mode of the response cache: turn [response_cache] on"
+            )
         if self.shutdown_grace < 0:
             raise FleetConfigError("shutdown_grace must be >= 0")
         for pool in self.pools:
@@ -225,6 +240,17 @@ class FleetConfig:
                 )
             if pool.shadow is not None and pool.shadow.pool == pool.model:
                 raise FleetConfigError(f"pool `{pool.model}` cannot shadow itself")
+        for cascade in self.cascades:
+            if cascade.name in names:
+                raise FleetConfigError(f"cascade `{cascade.name}` has the name of a pool; give it its own")
+            missing = [tier for tier in cascade.tiers if tier not in names]
+            if missing:
+                raise FleetConfigError(
+                    f"cascade `{cascade.name}`: no pool named {', '.join(f'`{tier}`' for tier in missing)}"
+                )
+        cascade_names = [cascade.name for cascade in self.cascades]
+        if len(set(cascade_names)) != len(cascade_names):
+            raise FleetConfigError("two cascades have the same name")
         if self.credits_db is not None:
             self.prices.require(pool.model for pool in self.pools)
         ray_addresses = {p.launch.ray_address for p in self.pools if p.launch and p.launch.launcher == "ray"}
@@ -264,6 +290,7 @@ _FLEET_KEYS = {f.name for f in fields(FleetConfig)} - {
     "prices",
     "credits_db",
     "online_eval",
+    "cascades",
 }
 _CACHE_KEYS = {f.name for f in fields(ResponseCacheConfig)}
 
@@ -295,7 +322,7 @@ def _fleet_config(document: Mapping[str, Any]) -> FleetConfig:
         _FLEET_KEYS
         | _POOL_DEFAULT_KEYS
         | set(_BREAKER_KEYS)
-        | {"pools", "response_cache", "prices", "credits", "online_eval"}
+        | {"pools", "response_cache", "prices", "credits", "online_eval", "cascades"}
     )
     _reject_unknown(document, allowed, "at the top level")
     pools_table = document.get("pools", {})
@@ -306,9 +333,15 @@ def _fleet_config(document: Mapping[str, Any]) -> FleetConfig:
     breaker = BreakerConfig(**{_BREAKER_KEYS[k]: v for k, v in document.items() if k in _BREAKER_KEYS})
     settings: dict[str, Any] = {key: document[key] for key in _FLEET_KEYS if key in document}
     if "response_cache" in document:
-        settings["response_cache"] = _cache_from_mapping(document["response_cache"])
+        table = document["response_cache"]
+        if isinstance(table, dict) and "semantic" in table:
+            table = dict(table)
+            settings["semantic_cache"] = semantic_config_from_mapping(table.pop("semantic"))
+        settings["response_cache"] = _cache_from_mapping(table)
     if "online_eval" in document:
         settings["online_eval"] = online_eval_from_mapping(document["online_eval"])
+    if "cascades" in document:
+        settings["cascades"] = cascades_from_mapping(document["cascades"])
     prices = document.get("prices", {})
     if not isinstance(prices, Mapping):
         raise FleetConfigError("`prices` must be a table of [prices.MODEL] tables")

@@ -20,6 +20,7 @@ from typing import Any
 
 from fastapi.responses import Response
 
+from switchyard.fleet.admission import DEFAULT_TENANT
 from switchyard.fleet.admission_hooks import AdmissionHooks, HookRequest, NoAdmissionHooks
 from switchyard.fleet.errors import RateLimitedError
 from switchyard.fleet.metrics import FleetMetrics
@@ -36,6 +37,7 @@ from switchyard.fleet.response_cache import (
     cache_key,
     is_deterministic,
 )
+from switchyard.fleet.semantic_cache import SemanticCache, SemanticMatch
 from switchyard.fleet.shadow import ShadowTraffic
 from switchyard.fleet.tenancy.key_limiter import Lease, estimate_prompt_tokens
 from switchyard.fleet.tenancy.records import Caller
@@ -46,8 +48,6 @@ from switchyard.fleet.usage_meter import UsageMeter
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_TENANT = "default"
-"""The tenant the admission hooks see when the gateway runs without tenancy."""
 _STREAM_OUTCOMES = {
     StreamEnd.COMPLETED: "answered",
     StreamEnd.REPLICA_LOST: "cut_off",
@@ -65,6 +65,9 @@ class GateRequest:
     cache_namespace: str
     """What keeps cached answers apart: the tenant's name, or without tenancy a hash of the client's key."""
     cache_control: str | None = None
+    limits_admitted: bool = False
+    """The key's limits already admitted the request (a cascade's tier call: the cascade holds one lease for
+    all its tiers), so they are not applied again."""
 
 
 @dataclass
@@ -81,6 +84,8 @@ class _Admitted:
     """The call as the client sent it (before the tenant's fields were written in), for the online-eval log."""
     sampled: bool = False
     """Logged for online evaluation when it ends."""
+    tenancy: bool = False
+    """Sent with a tenant's key: its usage is recorded."""
     started: float = 0.0
     settled: bool = False
 
@@ -97,6 +102,7 @@ class Gatekeeper:
         online_eval: OnlineEvalRecorder | None = None,
         clock: Callable[[], float] = time.monotonic,
         shadows: dict[str, tuple[Pool, float]] | None = None,
+        semantic: SemanticCache | None = None,
     ) -> None:
         """`online_eval`: logs a sampled share of the requests that reach a replica (online_eval/)."""
         self._proxy = proxy
@@ -109,6 +115,8 @@ class Gatekeeper:
         self._prices = prices
         self._tenancy = tenancy
         self._cache = cache
+        self._semantic = semantic if cache is not None else None
+        """The cache's semantic mode: on an exact miss, a cached answer to a question that means the same."""
         self._hooks: AdmissionHooks = hooks if hooks is not None else NoAdmissionHooks()
         self._hooked = hooks is not None
 
@@ -117,9 +125,13 @@ class Gatekeeper:
         started = self._clock()
         tenant = caller.tenant.name if caller is not None else DEFAULT_TENANT
         estimate = estimate_prompt_tokens(call.fields.route.text)
-        lease = self._admit(caller, pool.name, estimate)
+        lease = None if request.limits_admitted else self.admit(caller, pool.name, estimate)
         try:
             key, lookup, entry = self._cache_lookup(request)
+            match = None
+            if lookup == "miss" and self._semantic is not None:
+                match, entry = await self._semantic_lookup(request)
+                lookup = "semantic_hit" if entry is not None else lookup
             if self._cache is not None:
                 self._metrics.observe_cache_lookup(pool.name, lookup)
             if entry is not None:
@@ -127,7 +139,8 @@ class Gatekeeper:
                     lease.settle(TokenUsage())
                     lease.release()
                 await self._account(tenant, pool.name, TokenUsage(), "cache_hit", caller is not None)
-                return Response(entry.body, media_type=entry.media_type, headers={CACHE_HEADER: "hit"})
+                hit = "semantic-hit" if lookup == "semantic_hit" else "hit"
+                return Response(entry.body, media_type=entry.media_type, headers={CACHE_HEADER: hit})
             hook_request = HookRequest(
                 tenant=tenant,
                 model=pool.name,
@@ -164,13 +177,16 @@ class Gatekeeper:
         sent = call
         if caller is not None:
             forwarded = tenant_body(call.fields.body, call.endpoint, caller.tenant)
-            call, hide_usage = replace(call, body=forwarded.body), forwarded.hide_usage_chunk
+            call = replace(call, body=forwarded.body, tenant=tenant, weight=caller.tenant.weight)
+            hide_usage = forwarded.hide_usage_chunk
         meter = UsageMeter(
             on_output_tokens=lease.charge_output if lease is not None else _ignore,
             drop_usage_chunk=hide_usage,
             record_up_to=self._record_limit(storing, sampled),
         )
-        admitted = _Admitted(tenant, pool.name, estimate, lease, hook_token, meter, sent, sampled, started)
+        admitted = _Admitted(
+            tenant, pool.name, estimate, lease, hook_token, meter, sent, sampled, started, caller is not None
+        )
         try:
             response = await self._proxy.forward(pool, call)
         except BaseException:
@@ -181,7 +197,9 @@ class Gatekeeper:
         if isinstance(response, RelayedStream):
             response.watch(
                 meter.observe_events,
-                lambda outcome: self._stream_ended(admitted, outcome, key if storing else None, response),
+                lambda outcome: self._stream_ended(
+                    admitted, outcome, key if storing else None, response, match
+                ),
             )
             return response
         answered = response.status_code < 400
@@ -193,7 +211,26 @@ class Gatekeeper:
         if storing and key is not None and response.status_code == 200 and self._cache is not None:
             self._cache.put(key, bytes(response.body), response.media_type or "application/json")
             self._metrics.set_cache_entries(len(self._cache))
+            if self._semantic is not None:
+                self._semantic.remember(match, key)
         return response
+
+    async def _semantic_lookup(
+        self, request: GateRequest
+    ) -> tuple[SemanticMatch | None, CachedResponse | None]:
+        """The request's embedded question, and the cached answer to a similar one (None: none, or expired)."""
+        assert self._semantic is not None and self._cache is not None
+        if not CacheDirective.from_header(request.cache_control).look_up:
+            return None, None
+        match = await self._semantic.find(
+            request.cache_namespace, request.call.endpoint, request.call.fields.body
+        )
+        if match is None or match.key is None:
+            return match, None
+        entry = self._cache.get(match.key)
+        if entry is None:
+            self._semantic.index.discard(match.key)
+        return match, entry
 
     def _record_limit(self, storing: bool, sampled: bool) -> int:
         """Bytes of the answer the meter keeps: for the response cache, the online-eval log, or both."""
@@ -220,7 +257,8 @@ class Gatekeeper:
             usage=usage,
         )
 
-    def _admit(self, caller: Caller | None, model: str, estimate: int) -> Lease | None:
+    def admit(self, caller: Caller | None, model: str, estimate: int) -> Lease | None:
+        """The key's limits: a lease on its buckets (None without tenancy), or RateLimitedError (429)."""
         if caller is None or self._tenancy is None:
             return None
         try:
@@ -246,15 +284,23 @@ class Gatekeeper:
         return CacheDirective.from_header(request.cache_control).store
 
     async def _stream_ended(
-        self, admitted: _Admitted, outcome: StreamOutcome, key: str | None, response: RelayedStream
+        self,
+        admitted: _Admitted,
+        outcome: StreamOutcome,
+        key: str | None,
+        response: RelayedStream,
+        match: SemanticMatch | None = None,
     ) -> None:
         usage = admitted.meter.usage(admitted.prompt_estimate)
-        await self._settle(admitted, usage, _STREAM_OUTCOMES[outcome.end], admitted.lease is not None)
         recorded = admitted.meter.recorded
-        self._log(admitted, recorded, True, response.status_code, usage)
+        # cached before the hooks settle: once a request is accounted for, its answer is there to hit
         if key is not None and outcome.end is StreamEnd.COMPLETED and recorded and self._cache is not None:
             self._cache.put(key, recorded, response.media_type or "text/event-stream")
             self._metrics.set_cache_entries(len(self._cache))
+            if self._semantic is not None:
+                self._semantic.remember(match, key)
+        await self._settle(admitted, usage, _STREAM_OUTCOMES[outcome.end], admitted.tenancy)
+        self._log(admitted, recorded, True, response.status_code, usage)
 
     async def _settle(self, admitted: _Admitted, usage: TokenUsage, outcome: str, tenancy: bool) -> None:
         """Once per admitted request: the lease, the hooks' `after`, the usage's record."""

@@ -48,6 +48,7 @@ from switchyard.fleet.request_fields import read_request_fields
 from switchyard.fleet.runtime import FleetRuntime
 from switchyard.fleet.tenancy.authentication import CALLER_STATE, OPERATOR_STATE, TenantKeyMiddleware
 from switchyard.fleet.tenancy.records import Caller
+from switchyard.unhandled_errors import UnhandledErrorMiddleware
 
 """nginx's status for a request whose client left before the answer; nobody receives it, logs show it."""
 
@@ -65,12 +66,13 @@ def build_gateway_app(runtime: FleetRuntime) -> FastAPI:
 
     app = FastAPI(title="Switchyard fleet", version=__version__, lifespan=lifespan)
     app.state.fleet = runtime
-    for error_type in (HTTPException, SwitchyardError, Exception):
+    for error_type in (HTTPException, SwitchyardError):
         app.add_exception_handler(error_type, _error_response)
     if runtime.tenancy is not None:
         app.add_middleware(TenantKeyMiddleware, tenancy=runtime.tenancy, operator_key=runtime.config.api_key)
     elif runtime.config.api_key is not None:
         app.add_middleware(_ApiKeyMiddleware, key=runtime.config.api_key)
+    app.add_middleware(UnhandledErrorMiddleware, describe=describe)  # a 500 that keeps the connection usable
     app.add_middleware(_RequestIdMiddleware)  # outside the key check, so refusals carry the header too
     app.include_router(_openai_routes(runtime))
     app.include_router(_operations_routes(runtime))
@@ -147,9 +149,6 @@ def _openai_routes(runtime: FleetRuntime) -> APIRouter:
             raise PermissionDeniedError(
                 f"This API key may not use the model `{fields.model}`.", param="model"
             )
-        pool = runtime.pools.get(fields.model)
-        if pool is None:
-            raise UnknownModelError(fields.model, list(runtime.pools))
         request_id: str = request.state.request_id
         config = runtime.config
         gateway_checks_key = config.api_key is not None or runtime.tenancy is not None
@@ -163,7 +162,13 @@ def _openai_routes(runtime: FleetRuntime) -> APIRouter:
             cache_namespace=caller.tenant.name if caller is not None else _key_namespace(request),
             cache_control=request.headers.get("cache-control"),
         )
-        return await until_disconnected(request, runtime.gatekeeper.forward(pool, gate_request))
+        pool = runtime.pools.get(fields.model)
+        cascade = runtime.cascades.get(fields.model)
+        if pool is not None:
+            return await until_disconnected(request, runtime.gatekeeper.forward(pool, gate_request))
+        if cascade is not None:  # a cascade: its tiers' pools in turn
+            return await until_disconnected(request, runtime.cascade_runner.forward(cascade, gate_request))
+        raise UnknownModelError(fields.model, [*runtime.pools, *runtime.cascades])
 
     @router.post("/chat/completions", response_model=None)
     async def chat_completions(request: Request) -> Response:
@@ -183,7 +188,8 @@ def _openai_routes(runtime: FleetRuntime) -> APIRouter:
     def visible(request: Request) -> list[str]:
         """The pools the caller may use (a tenant's key may be limited to some)."""
         caller: Caller | None = getattr(request.state, CALLER_STATE, None)
-        return [name for name in runtime.pools if caller is None or caller.key.may_use(name)]
+        names = [*runtime.pools, *runtime.cascades]
+        return [name for name in names if caller is None or caller.key.may_use(name)]
 
     @router.get("/models", response_model=None)
     async def models(request: Request) -> Response:

@@ -84,7 +84,10 @@ class HealthChecker:
             return
         if health is ReplicaHealth.DRAINING:
             return
-        if health is ReplicaHealth.EJECTED and not pool.breaker(replica).probe_due(self._clock()):
+        breaker = pool.breaker(replica)
+        # An ejected replica waits for its probe; but a request in flight when it was ejected may since have
+        # succeeded and closed its breaker, which then has no probe due: it is probed now, or it stays out.
+        if health is ReplicaHealth.EJECTED and breaker.is_open and not breaker.probe_due(self._clock()):
             return
         result = await self._probe(replica)
         if replica.health is not health:  # a launcher or the proxy changed it meanwhile; theirs is newer

@@ -110,6 +110,21 @@ class FleetMetrics:
             "Answers held in the response cache.",
             registry=self.registry,
         )
+        self._cascade_requests = Counter(
+            "switchyard:fleet_cascade_requests",
+            "Requests to a cascade, by the tier (pool) that answered and the outcome: accepted (the first "
+            "tier's answer kept), escalated (a later tier answered) or error (no tier answered).",
+            ["cascade", "answered_by", "outcome"],
+            registry=self.registry,
+        )
+        self._cascade_decisions = Counter(
+            "switchyard:fleet_cascade_decisions",
+            "A judged tier's answer kept (accepted) or passed over (escalated), by tier and reason "
+            "(confident, low_mean_logprob, low_token_logprob, truncated, unfinished, empty, no_logprobs, "
+            "tier_error).",
+            ["cascade", "tier", "decision", "reason"],
+            registry=self.registry,
+        )
         price_gauge = Gauge(
             "switchyard:fleet_price_per_million_tokens",
             "The price table: what 1M tokens of a model cost, by kind (input, cached_input, output).",
@@ -148,6 +163,12 @@ class FleetMetrics:
 
     def observe_cache_lookup(self, pool: str, result: str) -> None:
         self._cache_lookups.labels(pool, result).inc()
+
+    def observe_cascade_request(self, cascade: str, answered_by: str, outcome: str) -> None:
+        self._cascade_requests.labels(cascade, answered_by, outcome).inc()
+
+    def observe_cascade_decision(self, cascade: str, tier: str, accepted: bool, reason: str) -> None:
+        self._cascade_decisions.labels(cascade, tier, "accepted" if accepted else "escalated", reason).inc()
 
     def set_cache_entries(self, entries: int) -> None:
         self._cache_entries.set(entries)

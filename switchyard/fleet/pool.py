@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Callable, Collection
 
 from switchyard.drain_rate import RETRY_AFTER_MAX, RETRY_AFTER_UNKNOWN
-from switchyard.fleet.admission import AdmissionQueue
+from switchyard.fleet.admission import DEFAULT_TENANT, AdmissionQueue
 from switchyard.fleet.breaker import CircuitBreaker
 from switchyard.fleet.config import BreakerConfig, PoolConfig
 from switchyard.fleet.errors import NoHealthyReplicaError
@@ -79,11 +79,11 @@ class Pool:
         with_room = [replica for replica in untried if replica.in_flight < limit]
         return with_room or untried
 
-    async def admit(self) -> None:
+    async def admit(self, tenant: str = DEFAULT_TENANT, weight: float = 1.0) -> None:
         """Wait for a slot (see AdmissionQueue.enter); NoHealthyReplicaError at once when none is routable."""
         if not self.routable():
             raise self.unavailable()
-        await self.admission.enter()
+        await self.admission.enter(tenant, weight)
 
     def unavailable(self, detail: str = "no healthy replica") -> NoHealthyReplicaError:
         return NoHealthyReplicaError(self.name, self.retry_after_unavailable(), detail)

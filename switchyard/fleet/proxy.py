@@ -5,6 +5,10 @@ byte (no connection, a timeout, a 5xx or a 429, or a stream that broke before it
 replica not yet tried, up to `max_attempts`; a 4xx other than 429 is the request's fault and goes straight
 back. When every attempt was refused, the client gets the last 429 (with its Retry-After), else the last 5xx,
 else 503 with Retry-After. Once a byte has gone out, the stream is the client's (see relay.py).
+
+Requests go to the replicas through aiohttp, whose C HTTP parser reads a stream's events for about a fifth of
+the CPU httpx spends on them (benchmarks/gateway_overhead.py); httpx stays for the gateway's other calls
+(health checks, /tokenize, KV events), which are few.
 """
 
 from __future__ import annotations
@@ -15,15 +19,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
 
+import aiohttp
 import httpx
 from fastapi.responses import Response
 
+from switchyard.fleet.admission import DEFAULT_TENANT
 from switchyard.fleet.errors import NoHealthyReplicaError, QueueFullError, describe
 from switchyard.fleet.forwarded_headers import REQUEST_ID_HEADER, downstream_headers
 from switchyard.fleet.metrics import NO_REPLICA, FleetMetrics
 from switchyard.fleet.policies import RouteDecision, RouteRequest
 from switchyard.fleet.pool import Pool
-from switchyard.fleet.relay import EventFramer, RelayedStream, StreamEnd, StreamOutcome
+from switchyard.fleet.relay import EventFramer, RelayedStream, StreamEnd, StreamOutcome, release
 from switchyard.fleet.replica import Replica
 from switchyard.fleet.request_fields import RequestFields
 from switchyard.fleet.usage import cached_tokens_in_body
@@ -50,6 +56,10 @@ class ProxyCall:
     fields: RequestFields
     headers: list[tuple[str, str]]
     request_id: str
+    tenant: str = DEFAULT_TENANT
+    """Whom the request waits as when the pool's replicas are full (admission.py)."""
+    weight: float = 1.0
+    """The tenant's fair-share weight."""
 
     @property
     def named_events(self) -> bool:
@@ -76,12 +86,15 @@ class _Failure:
 class Proxy:
     def __init__(
         self,
+        session: aiohttp.ClientSession,
         client: httpx.AsyncClient,
         metrics: FleetMetrics,
         max_attempts: int,
         tokenize_timeout: float,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """`session` carries the requests to replicas; `client` asks a replica to count a prompt's tokens."""
+        self._session = session
         self._client = client
         self._metrics = metrics
         self._max_attempts = max_attempts
@@ -95,7 +108,7 @@ class Proxy:
         if pool.policy.needs_tokens:
             route = await self._with_tokens(pool, call, route)
         try:
-            await pool.admit()
+            await pool.admit(call.tenant, call.weight)
         except (QueueFullError, NoHealthyReplicaError) as exc:
             reason = "queue_full" if isinstance(exc, QueueFullError) else "no_replica"
             self._observe_refused(pool, reason, exc, arrived)
@@ -143,20 +156,16 @@ class Proxy:
         """One try on the decided replica: the client's response, or why it failed before the first byte."""
         replica = decision.replica
         pool.begin(replica)
-        upstream: httpx.Response | None = None
+        upstream: aiohttp.ClientResponse | None = None
         handed_off = False
         try:
-            request = self._client.build_request(
-                "POST",
-                f"{replica.url}{ENDPOINT_PATHS[call.endpoint]}",
-                content=call.body,
-                headers=call.headers,
+            upstream = await self._session.post(
+                f"{replica.url}{ENDPOINT_PATHS[call.endpoint]}", data=call.body, headers=call.headers
             )
-            upstream = await self._client.send(request, stream=True)
-            status = upstream.status_code
+            status = upstream.status
             if status == 429 or status >= 500:
                 refusal = _Refusal(
-                    status, downstream_headers(upstream.headers.multi_items()), await upstream.aread()
+                    status, downstream_headers(upstream.headers.items()), await upstream.read()
                 )
                 if status in EJECTING_STATUSES:
                     pool.record_failure(replica)
@@ -165,30 +174,33 @@ class Proxy:
                 response = await self._relay(pool, call, decision, upstream, arrived)
                 handed_off = True
                 return response
-            body = await upstream.aread()
+            body = await upstream.read()
             pool.record_success(replica)
             self._finished(
                 pool, decision, str(status), arrived, cached_tokens_in_body(body) if status < 300 else None
             )
-            return Response(
-                body, status_code=status, headers=downstream_headers(upstream.headers.multi_items())
-            )
-        except httpx.HTTPError as exc:
+            return Response(body, status_code=status, headers=downstream_headers(upstream.headers.items()))
+        except (TimeoutError, aiohttp.ClientError) as exc:
             logger.info("attempt on %s failed before the first byte: %r", replica.name, exc)
             pool.record_failure(replica)
             return _Failure(_failure_reason(exc))
         finally:
             if not handed_off:
                 if upstream is not None:
-                    await upstream.aclose()
+                    release(upstream)
                 pool.end(replica)
 
     async def _relay(
-        self, pool: Pool, call: ProxyCall, decision: RouteDecision, upstream: httpx.Response, arrived: float
+        self,
+        pool: Pool,
+        call: ProxyCall,
+        decision: RouteDecision,
+        upstream: aiohttp.ClientResponse,
+        arrived: float,
     ) -> RelayedStream:
         """Wait for the stream's first complete event (an error before it is still retryable), then hand the
         stream to a RelayedStream, which returns the replica's slot when it ends."""
-        chunks = upstream.aiter_raw()
+        chunks = upstream.content.iter_any()
         framer = EventFramer()
         first = b""
         while not first:
@@ -205,7 +217,7 @@ class Proxy:
             chunks,
             framer,
             named_events=call.named_events,
-            headers=downstream_headers(upstream.headers.multi_items()),
+            headers=downstream_headers(upstream.headers.items()),
             on_finish=partial(self._stream_finished, pool, decision, arrived),
             lost=pool.lost_signal(decision.replica),
         )
@@ -269,9 +281,9 @@ class Proxy:
         return self._clock() - start
 
 
-def _failure_reason(exc: httpx.HTTPError) -> str:
-    if isinstance(exc, httpx.TimeoutException):
+def _failure_reason(exc: aiohttp.ClientError | TimeoutError) -> str:
+    if isinstance(exc, TimeoutError):  # aiohttp's connect and read timeouts are TimeoutErrors too
         return "timeout"
-    if isinstance(exc, httpx.ConnectError):
+    if isinstance(exc, aiohttp.ClientConnectorError):
         return "connect_error"
     return "read_error"

@@ -17,7 +17,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
-import httpx
+import aiohttp
 from fastapi.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
@@ -112,7 +112,7 @@ class RelayedStream(StreamingResponse):
 
     def __init__(
         self,
-        upstream: httpx.Response,
+        upstream: aiohttp.ClientResponse,
         first: bytes,
         chunks: AsyncIterator[bytes],
         framer: EventFramer,
@@ -126,12 +126,12 @@ class RelayedStream(StreamingResponse):
         self._lost = lost
         self._named_events = named_events
         self._on_finish: Callable[[StreamOutcome], None] | None = on_finish
-        self._observer: Callable[[bytes], bytes] | None = None
+        self._observers: list[Callable[[bytes], bytes]] = []
         self._on_end: list[Callable[[StreamOutcome], Awaitable[None]]] = []
         self._outcome = StreamOutcome(StreamEnd.CLIENT_GONE, cached_tokens_in_events(first))
         super().__init__(
             self._relay(first, chunks, framer),
-            status_code=upstream.status_code,
+            status_code=upstream.status,
             headers=headers,
             media_type=upstream.headers.get("content-type", "text/event-stream"),
         )
@@ -139,16 +139,17 @@ class RelayedStream(StreamingResponse):
     def watch(
         self, observer: Callable[[bytes], bytes], on_end: Callable[[StreamOutcome], Awaitable[None]]
     ) -> None:
-        """`observer` sees each batch of complete events before the client and returns what to send instead;
-        `on_end` is awaited once when the response has ended, after the replica's slot was returned."""
-        self._observer = observer
+        """`observer` sees each batch of complete events before the client and returns what to send instead
+        (observers added earlier see the events first); `on_end` is awaited once when the response has
+        ended, after the replica's slot was returned."""
+        self._observers.append(observer)
         self._on_end.append(on_end)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             await super().__call__(scope, receive, send)
         finally:
-            await self._upstream.aclose()  # a client gone: the replica sees the disconnect and aborts
+            release(self._upstream)
             self._finish()
             for on_end in self._on_end:
                 await on_end(self._outcome)
@@ -175,9 +176,9 @@ class RelayedStream(StreamingResponse):
             if rest:
                 yield self._observed(rest)
             self._outcome.end = StreamEnd.COMPLETED
-        except (httpx.HTTPError, _ReplicaLostError) as exc:
+        except (TimeoutError, aiohttp.ClientError, _ReplicaLostError) as exc:
             why = "the replica was declared lost" if isinstance(exc, _ReplicaLostError) else repr(exc)
-            logger.warning("stream from %s broke off: %s", self._upstream.request.url, why)
+            logger.warning("stream from %s broke off: %s", self._upstream.url, why)
             self._outcome.end = StreamEnd.REPLICA_LOST
             yield REPLICA_LOST.sse_event("error" if self._named_events else None).encode()
             if not self._named_events:
@@ -186,9 +187,20 @@ class RelayedStream(StreamingResponse):
             watch.close()
 
     def _observed(self, events: bytes) -> bytes:
-        return events if self._observer is None else self._observer(events)
+        for observer in self._observers:
+            events = observer(events)
+        return events
 
     def _observe(self, events: bytes) -> None:
         reported = cached_tokens_in_events(events)
         if reported is not None:
             self._outcome.cached_tokens = reported
+
+
+def release(upstream: aiohttp.ClientResponse) -> None:
+    """Done with a replica's answer: its connection goes back to the pool when the answer was read to the end,
+    else it is closed (a client gone mid-stream: the replica sees the disconnect and aborts)."""
+    if upstream.content.at_eof():
+        upstream.release()
+    else:
+        upstream.close()

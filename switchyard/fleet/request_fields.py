@@ -13,6 +13,7 @@ from typing import Any
 
 from switchyard.fleet.errors import BadRequestError
 from switchyard.fleet.policies import RouteRequest
+from switchyard.json_text import lone_surrogate_path
 
 SESSION_HEADER = "x-session-id"
 """The header session affinity keys on when the body has no `user`."""
@@ -36,6 +37,11 @@ def read_request_fields(raw: bytes, endpoint: str, headers: Mapping[str, str]) -
         raise BadRequestError(f"request body is not valid JSON: {exc}") from exc
     if not isinstance(body, dict):
         raise BadRequestError("request body must be a JSON object")
+    bad = lone_surrogate_path(body)  # would fail in routing's prompt hashing, metrics and logs
+    if bad is not None:
+        raise BadRequestError(
+            f"{bad}: the text holds a lone UTF-16 surrogate (\\ud800-\\udfff without its pair)", param=bad
+        )
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise BadRequestError("`model` is required: the name of the model to use", param="model")

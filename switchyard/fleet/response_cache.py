@@ -1,8 +1,8 @@
 """The gateway's response cache: the same deterministic request from the same tenant answered again without a
 replica.
 
-Exact match only (the optional semantic mode of the issue, MiniLM embeddings and a similarity threshold, is
-not built). The key is the SHA-256 of the tenant and the canonical request: the endpoint and the whole body
+Exact match here; semantic_cache.py adds the optional semantic mode (a question embedded and compared with
+cached ones). The key is the SHA-256 of the tenant and the canonical request: the endpoint and the whole body
 as normalised JSON (sorted keys, integral floats as integers, so `"temperature": 0.0` and `0` are one key),
 without the fields that do not change the answer (`user`, `priority`). The tenant is part of the key, so two
 tenants never see each other's answers. Only deterministic requests are cached: `temperature` 0, or a fixed
@@ -29,7 +29,8 @@ from typing import Any
 from switchyard.fleet.errors import FleetConfigError
 
 CACHE_HEADER = "x-switchyard-cache"
-"""On every answer of a gateway with the cache on: hit, miss, bypass (no-cache/no-store) or uncacheable."""
+"""On every answer of a gateway with the cache on: hit, semantic-hit, miss, bypass (no-cache/no-store) or
+uncacheable."""
 _IGNORED_FIELDS = frozenset({"user", "priority"})
 
 

@@ -17,9 +17,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import aiohttp
 import httpx
 
 from switchyard.fleet.admission_hooks import AdmissionHooks
+from switchyard.fleet.cascade.config import CascadeConfig
+from switchyard.fleet.cascade.runner import CascadeRunner
 from switchyard.fleet.config import FleetConfig, LaunchConfig
 from switchyard.fleet.gatekeeper import Gatekeeper
 from switchyard.fleet.health import HealthChecker
@@ -35,12 +38,15 @@ from switchyard.fleet.proxy import Proxy
 from switchyard.fleet.replica import Replica
 from switchyard.fleet.replicas.base import ReplicaLauncher
 from switchyard.fleet.response_cache import ResponseCache
+from switchyard.fleet.semantic_cache import EmbeddingsClient, SemanticCache
 from switchyard.fleet.tenancy.database import open_database
 from switchyard.fleet.tenancy.service import Tenancy
 from switchyard.fleet.tenancy.weights_file import weights_toml, with_weights_file
 
 logger = logging.getLogger(__name__)
 
+_REPLICA_KEEPALIVE = 4.0
+"""Seconds an idle connection to a replica is kept for the next request."""
 _IDLE_POLL = 0.05
 """Seconds between looks at whether the last request finished, while draining."""
 
@@ -71,6 +77,8 @@ class FleetRuntime:
                         model=pool_config.model,
                     )
                 )
+        self.cascades: dict[str, CascadeConfig] = {cascade.name: cascade for cascade in config.cascades}
+        """Model names served by trying pools in turn (cascade/), beside the pools' own names."""
         self.launchers: dict[str, ReplicaLauncher] = {}
         self.metrics = FleetMetrics(list(self.pools.values()), self.restarts, config.prices)
         limits_clock = limits_clock or clock
@@ -82,6 +90,14 @@ class FleetRuntime:
         """Tenants, keys, limits and usage; None when the gateway serves without tenancy."""
         self.cache = (
             ResponseCache(config.response_cache, limits_clock) if config.response_cache is not None else None
+        )
+        self._embeddings = (
+            EmbeddingsClient(config.semantic_cache) if config.semantic_cache is not None else None
+        )
+        self.semantic_cache = (
+            SemanticCache(config.semantic_cache, self._embeddings, config.response_cache.max_entries)
+            if config.semantic_cache is not None and self._embeddings is not None and config.response_cache
+            else None
         )
         self.online_eval = (
             OnlineEvalRecorder(config.online_eval, config.prices, wall_clock=wall_clock)
@@ -102,8 +118,10 @@ class FleetRuntime:
         self._launcher_factory = launcher_factory or Launchers()
         self._clock = clock
         self._client: httpx.AsyncClient | None = None
+        self._session: aiohttp.ClientSession | None = None
         self._proxy: Proxy | None = None
         self._gatekeeper: Gatekeeper | None = None
+        self._cascade_runner: CascadeRunner | None = None
         self._health: HealthChecker | None = None
 
     @property
@@ -119,8 +137,15 @@ class FleetRuntime:
             raise RuntimeError("the fleet runtime has not started")
         return self._gatekeeper
 
+    @property
+    def cascade_runner(self) -> CascadeRunner:
+        """The way a request to a cascade goes: each tier in turn through the gatekeeper."""
+        if self._cascade_runner is None:
+            raise RuntimeError("the fleet runtime has not started")
+        return self._cascade_runner
+
     async def start(self) -> None:
-        """Open the connection pool, launch replicas, and begin health checks (replicas start STARTING)."""
+        """Open the connection pools, launch replicas, and begin health checks (replicas start STARTING)."""
         config = self.config
         worker_headers = (
             {} if config.worker_api_key is None else {"authorization": f"Bearer {config.worker_api_key}"}
@@ -133,8 +158,18 @@ class FleetRuntime:
             limits=httpx.Limits(max_connections=None, max_keepalive_connections=256, keepalive_expiry=30.0),
             follow_redirects=False,
         )
+        self._session = aiohttp.ClientSession(
+            # idle connections are dropped before uvicorn's own 5 s keep-alive (a Switchyard replica's) drops
+            # them, so a request never goes out on a connection the replica is closing
+            connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=_REPLICA_KEEPALIVE),
+            timeout=aiohttp.ClientTimeout(
+                total=None, connect=config.connect_timeout, sock_read=config.read_timeout
+            ),
+            auto_decompress=False,  # bodies pass through as the replica wrote them
+            skip_auto_headers=("Content-Type",),  # only the client's own, as it sent it
+        )
         self._proxy = Proxy(
-            self._client, self.metrics, config.max_attempts, config.health_timeout, self._clock
+            self._session, self._client, self.metrics, config.max_attempts, config.health_timeout, self._clock
         )
         self._gatekeeper = Gatekeeper(
             self._proxy,
@@ -150,7 +185,9 @@ class FleetRuntime:
                 for pool in config.pools
                 if pool.shadow is not None
             },
+            self.semantic_cache,
         )
+        self._cascade_runner = CascadeRunner(self._gatekeeper, self.pools, self.metrics)
         if self.online_eval is not None:
             self.online_eval.writer.start()
         for pool_config in config.pools:
@@ -204,6 +241,10 @@ class FleetRuntime:
         self._launcher_factory.close()
         if self._client is not None:
             await self._client.aclose()
+        if self._embeddings is not None:
+            await self._embeddings.aclose()
+        if self._session is not None:
+            await self._session.close()
         if self.tenancy is not None:
             self.tenancy.close()
         if self._weights_dir is not None:

@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from switchyard.fleet import json_codec
+
 
 def cached_tokens(payload: Any) -> int | None:
     """The cached prompt tokens in a response body or stream event, or None when it reports none."""
@@ -35,7 +37,7 @@ def cached_tokens(payload: Any) -> int | None:
 
 def cached_tokens_in_body(raw: bytes) -> int | None:
     try:
-        return cached_tokens(json.loads(raw))
+        return cached_tokens(json_codec.loads(raw))
     except (UnicodeDecodeError, json.JSONDecodeError):
         return None
 

@@ -15,6 +15,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from switchyard.fleet import json_codec
 from switchyard.fleet.usage import TokenUsage, token_usage
 
 _DONE = b"[DONE]"
@@ -46,7 +47,7 @@ class UsageMeter:
         for event in _split_events(events):
             payload = _payload(event)
             if payload is not None:
-                usage = token_usage(payload)
+                usage = token_usage(payload) if b'"usage"' in event else None
                 if usage is not None:
                     self.reported = usage
                     if self._drop_usage_chunk and payload.get("choices") == []:
@@ -63,7 +64,7 @@ class UsageMeter:
     def observe_body(self, body: bytes) -> None:
         """Read a whole (non-streamed) answer's usage."""
         try:
-            self.reported = token_usage(json.loads(body))
+            self.reported = token_usage(json_codec.loads(body))
         except (UnicodeDecodeError, json.JSONDecodeError):
             self.reported = None
         self._record(body)
@@ -89,17 +90,20 @@ class UsageMeter:
 
 def _split_events(events: bytes) -> list[bytes]:
     """Each event with its terminating blank line (the last may lack one: a stream's unterminated rest)."""
-    parts = events.replace(b"\r\n", b"\n").split(b"\n\n")
+    parts = (events.replace(b"\r\n", b"\n") if b"\r" in events else events).split(b"\n\n")
     framed = [part + b"\n\n" for part in parts[:-1] if part]
     return [*framed, parts[-1]] if parts[-1] else framed
 
 
 def _payload(event: bytes) -> dict[str, Any] | None:
-    data = b"".join(line[5:].strip() for line in event.split(b"\n") if line.startswith(b"data:"))
+    if event.startswith(b"data:") and event.count(b"\n") <= 2:  # the common case: one data line, no name
+        data = event[5:].strip()
+    else:
+        data = b"".join(line[5:].strip() for line in event.split(b"\n") if line.startswith(b"data:"))
     if not data or data == _DONE:
         return None
     try:
-        payload = json.loads(data)
+        payload = json_codec.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError):
         return None
     return payload if isinstance(payload, dict) else None

@@ -8,19 +8,28 @@ sequence owns a list of blocks (its block table); token i of the sequence lives 
 A step's tokens are laid out decode tokens first (one per decoding sequence), then speculative verification
 chunks (a few tokens each, `VerifyBatch`), then the prefill chunks. Decodes are attended in one batched call, as
 are verification chunks (padded to the longest); each prefill chunk in its own call, since chunks differ in
-length.
+length. That is the SDPA path, which runs everywhere; when the metadata carries a kernel plan (the triton
+backend, `models.attention_backend`), one Triton kernel attends the whole step in place instead.
 """
 
 from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from switchyard.models.kv_cache_dtype import as_stored, copyable, narrow
+from switchyard.models.paged_kernel_plan import PagedKernelPlan, build_kernel_plan
+from switchyard.models.streaming_attention import (
+    Rotation,
+    StreamingSpan,
+    build_streaming_spans,
+    streaming_attention,
+)
 
 
 @dataclass
@@ -92,6 +101,12 @@ class AttentionMetadata:
     """The context length of a single decoding sequence (decode_mask None): no mask, no padding to mask."""
     prefills: list[PrefillSpan] = field(default_factory=list)
     verify: VerifyBatch | None = None
+    kernel_plan: PagedKernelPlan | None = None
+    """Set when the Triton kernel attends (`models.attention_backend`): then the SDPA fields above are empty."""
+    streaming: list[StreamingSpan] | None = None
+    """Attention sinks (`streaming_attention`): every query of the step, in spans, instead of the above."""
+    rotation: Rotation | None = None
+    """With `streaming`: the model's pure rotary rotation, to move the sinks' keys."""
 
     @classmethod
     def build(
@@ -105,13 +120,46 @@ class AttentionMetadata:
         device: torch.device,
         sliding_window: int | None = None,
         verify_spans: list[tuple[int, int, int, list[int]]] | None = None,
+        kernel_group: int | None = None,
+        attention_sinks: int = 0,
+        rotation: Rotation | None = None,
     ) -> AttentionMetadata:
         """Make the metadata from plain lists; all tensors and masks are derived here, once per step.
 
         prefill_spans holds (start, end, context_len, block_table) per prefill chunk; verify_spans the same for
-        consecutive verification chunks, attended together.
+        consecutive verification chunks, attended together. kernel_group (query heads per KV head) asks for the
+        Triton kernel's plan instead of the SDPA masks.
+        consecutive verification chunks, attended together. With `attention_sinks` (and a `sliding_window`),
+        every query attends the StreamingLLM way instead (`streaming_attention`; `rotation` required).
         """
+        if attention_sinks:
+            if sliding_window is None or rotation is None:
+                raise ValueError("attention sinks need a sliding window and the model's rotation")
+            decodes = [
+                (i, i + 1, n, table)
+                for i, (n, table) in enumerate(zip(decode_context_lens, decode_block_tables, strict=True))
+            ]
+            every = decodes + list(verify_spans or ()) + prefill_spans
+            return cls(
+                slot_mapping=slot_mapping,
+                block_size=block_size,
+                num_decode_tokens=len(decodes),
+                streaming=build_streaming_spans(every, block_size, attention_sinks, sliding_window, device),
+                rotation=rotation,
+            )
         num_decodes = len(decode_context_lens)
+        if kernel_group is not None:
+            chunks = (verify_spans or []) + prefill_spans
+            plan = build_kernel_plan(
+                q_lens=[1] * num_decodes + [end - start for start, end, _, _ in chunks],
+                context_lens=list(decode_context_lens) + [context for _, _, context, _ in chunks],
+                block_tables=list(decode_block_tables) + [table for _, _, _, table in chunks],
+                block_size=block_size,
+                group=kernel_group,
+                device=device,
+                sliding_window=sliding_window,
+            )
+            return cls(slot_mapping, block_size, num_decode_tokens=num_decodes, kernel_plan=plan)
         decode_tables = decode_mask = None
         single_len = 0
         if num_decodes == 1 and sliding_window is None:
@@ -122,18 +170,28 @@ class AttentionMetadata:
             decode_tables = torch.tensor([decode_block_tables[0][:width]], dtype=torch.long, device=device)
         elif num_decodes:
             lens_cpu = torch.tensor(decode_context_lens, dtype=torch.long)
-            width = -(-int(lens_cpu.max()) // block_size)
-            # Tables may own a block beyond the context (allocated ahead); cut them to the width first.
-            tables = [t if len(t) <= width else t[:width] for t in decode_block_tables]
+            if sliding_window is None:
+                width = -(-int(lens_cpu.max()) // block_size)
+                # Tables may own a block beyond the context (allocated ahead); cut them to the width first.
+                tables = [t if len(t) <= width else t[:width] for t in decode_block_tables]
+                key_pos = torch.arange(width * block_size, device=device)[None, :]
+            else:
+                # Under a window, gather each sequence's blocks from the first one its query can see: the
+                # work per decode stays bounded however long the sequence grows.
+                firsts = [max(0, n - sliding_window) // block_size for n in decode_context_lens]
+                ends = [-(-n // block_size) for n in decode_context_lens]
+                width = max(end - first for first, end in zip(firsts, ends, strict=True))
+                tables = [t[f:e] for t, f, e in zip(decode_block_tables, firsts, ends, strict=True)]
+                offsets = torch.tensor(firsts, dtype=torch.long, device=device)[:, None] * block_size
+                key_pos = offsets + torch.arange(width * block_size, device=device)[None, :]
             padded = np.zeros((num_decodes, width), dtype=np.int64)
             owned = np.arange(width)[None, :] < np.array([len(t) for t in tables])[:, None]
             padded[owned] = list(itertools.chain.from_iterable(tables))
             decode_tables = torch.from_numpy(padded).to(device)
             lens = lens_cpu.to(device)
-            key_pos = torch.arange(width * block_size, device=device)
-            decode_mask = key_pos[None, :] < lens[:, None]
+            decode_mask = key_pos < lens[:, None]
             if sliding_window is not None:
-                decode_mask &= key_pos[None, :] >= (lens[:, None] - sliding_window)
+                decode_mask &= key_pos >= (lens[:, None] - sliding_window)
             decode_mask = decode_mask[:, None, None, :]
         prefills = []
         for start, end, context_len, table in prefill_spans:
@@ -168,6 +226,19 @@ class AttentionMetadata:
         )
 
 
+def metadata_per_layer(
+    layer_windows: tuple[int | None, ...], sliding_window: int | None, **build: Any
+) -> AttentionMetadata | list[AttentionMetadata]:
+    """The step's metadata for a model whose layers may have different windows (`ModelArchConfig.layer_windows`,
+    empty when they all use `sliding_window`): one build per distinct window, shared by its layers."""
+    if not layer_windows:
+        return AttentionMetadata.build(sliding_window=sliding_window, **build)
+    by_window = {
+        window: AttentionMetadata.build(sliding_window=window, **build) for window in set(layer_windows)
+    }
+    return [by_window[window] for window in layer_windows]
+
+
 def write_kv(
     key: torch.Tensor, value: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slots: torch.Tensor
 ) -> None:
@@ -192,6 +263,13 @@ def paged_attention(
 
     Keys and values of this step must already be written to the cache (write_kv).
     """
+    if metadata.kernel_plan is not None:
+        # Imported here: Triton is an optional dependency, loaded only by engines that chose the kernel.
+        from switchyard.models.triton_attention import triton_paged_attention
+
+        return triton_paged_attention(query, k_cache, v_cache, metadata.kernel_plan, scale)
+    if metadata.streaming is not None and metadata.rotation is not None:
+        return streaming_attention(query, k_cache, v_cache, metadata.streaming, scale, metadata.rotation)
     num_decodes = metadata.num_decode_tokens
     if num_decodes == query.shape[0]:  # a pure decode step: no prefill chunks, no output assembly
         return _decode_attention(query, k_cache, v_cache, metadata, scale)

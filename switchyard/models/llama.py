@@ -1,7 +1,9 @@
-"""One implementation of the Llama family: Llama, Qwen2 (q/k/v bias), Qwen3 (q/k RMSNorm), Mistral.
+"""One implementation of the Llama family: Llama, Qwen2 (q/k/v bias), Qwen3 (q/k RMSNorm), Mistral, and their
+mixture-of-experts siblings Mixtral, Qwen2-MoE and Qwen3-MoE (the feed-forward is `moe.SparseMoeBlock`).
 
-Parameter names follow the Hugging Face checkpoints except two fusions made at load time for fewer, larger
-matrix products: q/k/v projections into `qkv_proj` and gate/up into `gate_up_proj`. The forward pass takes a
+Parameter names follow the Hugging Face checkpoints except the fusions made at load time for fewer, larger
+matrix products: q/k/v projections into `qkv_proj`, gate/up into `gate_up_proj`, and every expert's
+gate/up and down into the stacked `experts_gate_up` and `experts_down`. The forward pass takes a
 flat batch of tokens with explicit positions and attention metadata; it knows nothing of sequences.
 """
 
@@ -14,10 +16,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from switchyard.models.attention import AttentionMetadata, paged_attention, write_kv
-from switchyard.models.config import ModelArchConfig
+from switchyard.models.config import ModelArchConfig, MoEConfig
+from switchyard.models.moe import DenseMLP, SparseMoeBlock
 from switchyard.models.rope import RotaryEmbedding, apply_rotary
 
 KVCaches = list[tuple[torch.Tensor, torch.Tensor]]
+ShardIndex = int | tuple[int, int] | None
+"""Where a checkpoint tensor goes in a fused parameter: see `LlamaForCausalLM.checkpoint_names`."""
 
 
 class RMSNorm(nn.Module):
@@ -84,23 +89,14 @@ class Attention(nn.Module):
         return self.o_proj(out.view(num_tokens, self.q_size))
 
 
-class MLP(nn.Module):
-    def __init__(self, config: ModelArchConfig) -> None:
-        super().__init__()
-        self.intermediate_size = config.intermediate_size
-        self.gate_up_proj = nn.Linear(config.hidden_size, 2 * config.intermediate_size, bias=False)
-        self.down_proj = nn.Linear(config.intermediate_size, config.hidden_size, bias=False)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gate, up = self.gate_up_proj(x).split(self.intermediate_size, dim=-1)
-        return self.down_proj(F.silu(gate) * up)
-
-
 class DecoderLayer(nn.Module):
-    def __init__(self, config: ModelArchConfig) -> None:
+    def __init__(self, config: ModelArchConfig, index: int) -> None:
         super().__init__()
         self.self_attn = Attention(config)
-        self.mlp = MLP(config)
+        sparse = config.moe is not None and index in config.moe.sparse_layers
+        self.mlp: nn.Module = (
+            SparseMoeBlock(config) if sparse else DenseMLP(config.hidden_size, config.intermediate_size)
+        )
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 
@@ -120,7 +116,7 @@ class LlamaBackbone(nn.Module):
     def __init__(self, config: ModelArchConfig) -> None:
         super().__init__()
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
-        self.layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.num_hidden_layers))
+        self.layers = nn.ModuleList(DecoderLayer(config, i) for i in range(config.num_hidden_layers))
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 
 
@@ -145,13 +141,17 @@ class LlamaForCausalLM(nn.Module):
         input_ids: torch.Tensor,
         positions: torch.Tensor,
         kv_caches: KVCaches,
-        metadata: AttentionMetadata,
+        metadata: AttentionMetadata | list[AttentionMetadata],
     ) -> torch.Tensor:
-        """input_ids and positions: [T]; returns final normalised hidden states [T, hidden]."""
+        """input_ids and positions: [T]; returns final normalised hidden states [T, hidden].
+
+        `metadata` is one for every layer, or a list with one per layer where layers' windows differ
+        (`attention.metadata_per_layer`)."""
         hidden = self.model.embed_tokens(input_ids)
         cos, sin = self.rotary.cos_sin(positions, hidden.dtype)
-        for layer, kv_cache in zip(self.model.layers, kv_caches, strict=True):
-            hidden = layer(hidden, cos, sin, kv_cache, metadata)
+        per_layer = metadata if isinstance(metadata, list) else [metadata] * len(self.model.layers)
+        for layer, kv_cache, layer_metadata in zip(self.model.layers, kv_caches, per_layer, strict=True):
+            hidden = layer(hidden, cos, sin, kv_cache, layer_metadata)
         return self.model.norm(hidden)
 
     @torch.inference_mode()
@@ -159,13 +159,29 @@ class LlamaForCausalLM(nn.Module):
         """[N, hidden] -> float32 logits [N, vocab]."""
         return self.lm_head(hidden).float()
 
-    def checkpoint_names(self) -> Iterator[tuple[str, str, int | None]]:
+    def routed_tokens(self) -> torch.Tensor | None:
+        """[sparse layers, experts] tokens the routers sent to each expert since load, on the CPU; None for a
+        dense model. Reading it waits for the device, so it is meant for metrics scrapes, not every step."""
+        counters = [m.routed_tokens for m in self.modules() if isinstance(m, SparseMoeBlock)]
+        return torch.stack(counters).cpu() if counters else None
+
+    def reset_routed_tokens(self) -> None:
+        """Zero the routers' counters (after the builder's profiling pass, whose tokens are not traffic)."""
+        for module in self.modules():
+            if isinstance(module, SparseMoeBlock):
+                module.routed_tokens.zero_()
+
+    def checkpoint_names(self) -> Iterator[tuple[str, str, ShardIndex]]:
         """(checkpoint name, parameter name, shard index) for every tensor the checkpoint must provide.
 
-        The shard index places a checkpoint tensor inside a fused parameter (q=0, k=1, v=2; gate=0, up=1).
+        The shard index places a checkpoint tensor inside a fused parameter (q=0, k=1, v=2; gate=0, up=1); for
+        the stacked expert weights it is (expert, part): part 0 or 1 of gate/up, 0 for down.
         """
+        moe = self.config.moe
         for name, _ in self.named_parameters():
-            if ".qkv_proj." in name:
+            if moe is not None and ".mlp." in name and (".experts_" in name or ".mlp.gate." in name):
+                yield from _expert_checkpoint_names(name, moe)
+            elif ".qkv_proj." in name:
                 for index, part in enumerate(("q_proj", "k_proj", "v_proj")):
                     yield name.replace("qkv_proj", part), name, index
             elif ".gate_up_proj." in name:
@@ -175,3 +191,20 @@ class LlamaForCausalLM(nn.Module):
                 continue
             else:
                 yield name, name, None
+
+
+def _expert_checkpoint_names(name: str, moe: MoEConfig) -> Iterator[tuple[str, str, ShardIndex]]:
+    """Checkpoint names of a router or a stacked expert parameter, per expert, in each family's naming."""
+    layer = name[: name.index(".mlp.")]
+    block = f"{layer}.block_sparse_moe" if moe.checkpoint_style == "mixtral" else f"{layer}.mlp"
+    parts = ("w1", "w3", "w2") if moe.checkpoint_style == "mixtral" else ("gate_proj", "up_proj", "down_proj")
+    if name.endswith(".mlp.gate.weight"):
+        yield f"{block}.gate.weight", name, None
+        return
+    for expert in range(moe.num_experts):
+        prefix = f"{block}.experts.{expert}"
+        if name.endswith(".experts_gate_up"):
+            yield f"{prefix}.{parts[0]}.weight", name, (expert, 0)
+            yield f"{prefix}.{parts[1]}.weight", name, (expert, 1)
+        else:
+            yield f"{prefix}.{parts[2]}.weight", name, (expert, 0)

@@ -1,4 +1,4 @@
-"""Loads a Hugging Face model folder (config.json + safetensors) into a LlamaForCausalLM.
+"""Loads a Hugging Face model folder (config.json + safetensors) into a LlamaForCausalLM (dense or MoE).
 
 Weights are read through safetensors' memory map, converted to the requested dtype and placed on the requested
 device one tensor at a time, so peak memory stays near the size of the converted model.
@@ -15,7 +15,8 @@ from safetensors import SafetensorError, safe_open
 
 from switchyard.errors import ModelLoadError
 from switchyard.models.config import ModelArchConfig
-from switchyard.models.llama import LlamaForCausalLM
+from switchyard.models.llama import LlamaForCausalLM, ShardIndex
+from switchyard.models.moe import SparseMoeBlock
 from switchyard.models.quantization.checkpoint import checkpoint_quantization, dequantized
 from switchyard.models.rope import RotaryEmbedding
 
@@ -79,12 +80,14 @@ def load_model(
     dtype: str | torch.dtype = "float32",
     device: str | torch.device = "cpu",
     max_positions: int | None = None,
+    config: ModelArchConfig | None = None,
 ) -> LlamaForCausalLM:
-    """Build the model described by `folder/config.json` and fill it from the folder's safetensors."""
+    """Build the model described by `folder/config.json` (or by `config`, read from it and adjusted, e.g.
+    `with_long_context`) and fill it from the folder's safetensors."""
     folder = Path(folder)
     if not folder.is_dir():
         raise ModelLoadError("model folder not found", str(folder))
-    config = ModelArchConfig.from_folder(folder)
+    config = config or ModelArchConfig.from_folder(folder)
     checkpoint_quantization(folder)  # refuses a scheme it cannot load, rather than dropping its scales
     torch_dtype = parse_dtype(dtype)
     device = torch.device(device)
@@ -99,7 +102,7 @@ def load_model(
 
     locations = weight_files(folder)
     handles: dict[Path, object] = {}
-    shards: dict[str, dict[int | None, torch.Tensor]] = defaultdict(dict)
+    shards: dict[str, dict[ShardIndex, torch.Tensor]] = defaultdict(dict)
     params = dict(model.named_parameters())
     for ckpt_name, param_name, shard in model.checkpoint_names():
         path = locations.get(ckpt_name)
@@ -120,26 +123,44 @@ def load_model(
         shards[param_name][shard] = tensor.to(device=device, dtype=torch_dtype)
 
     for param_name, parts in shards.items():
-        value = parts[None] if None in parts else torch.cat([parts[i] for i in sorted(parts)], dim=0)  # type: ignore[index]
+        value = _assemble(parts)
         _set_parameter(model, param_name, torch.nn.Parameter(value, requires_grad=False))
     if config.tie_word_embeddings:
         model.lm_head.weight = model.model.embed_tokens.weight
     elif "lm_head.weight" not in shards:
         raise ModelLoadError("lm_head.weight is missing and embeddings are not tied", str(folder))
     _check_no_meta(model, folder)
+    for module in model.modules():
+        if isinstance(module, SparseMoeBlock):
+            module.reset_routed_tokens(device)
     return model.eval()
 
 
+def _assemble(parts: dict[ShardIndex, torch.Tensor]) -> torch.Tensor:
+    """One parameter from its checkpoint tensors: as is, concatenated (fused q/k/v, gate/up), or concatenated
+    per expert and stacked ([experts, out, in])."""
+    if None in parts:
+        return parts[None]
+    keys = sorted(parts, key=lambda k: k if isinstance(k, tuple) else (k,))  # type: ignore[arg-type, return-value]
+    if isinstance(keys[0], tuple):
+        experts = sorted({key[0] for key in keys})  # type: ignore[index]
+        return torch.stack(
+            [torch.cat([parts[key] for key in keys if key[0] == e], dim=0) for e in experts]  # type: ignore[index]
+        )
+    return torch.cat([parts[key] for key in keys], dim=0)
+
+
 def _expected_shape(
-    fused: torch.Size, name: str, shard: int | None, config: ModelArchConfig
+    fused: torch.Size, name: str, shard: ShardIndex, config: ModelArchConfig
 ) -> tuple[int, ...]:
     if shard is None:
         return tuple(fused)
+    if isinstance(shard, tuple):  # one expert's slice of a stacked [experts, out, in] parameter
+        rows = fused[1] // 2 if name.endswith(".experts_gate_up") else fused[1]
+        return (rows, fused[2])
     if ".qkv_proj." in name:
-        rows = (config.q_size, config.kv_size, config.kv_size)[shard]
-    else:
-        rows = config.intermediate_size
-    return (rows, *fused[1:])
+        return ((config.q_size, config.kv_size, config.kv_size)[shard], *fused[1:])
+    return (fused[0] // 2, *fused[1:])  # the gate or up half of gate_up_proj (dense MLP or shared expert)
 
 
 def _set_parameter(model: torch.nn.Module, name: str, value: torch.nn.Parameter) -> None:

@@ -38,6 +38,11 @@ class RankSlices:
 
 
 def rank_slices(config: ModelArchConfig, rank: int, world_size: int) -> RankSlices:
+    if world_size > 1 and config.moe is not None and config.moe.sparse_layers:
+        raise TensorParallelConfigError(
+            f"{config.architecture} is a mixture of experts, which --tensor-parallel-size does not split yet "
+            "(nor is expert parallelism implemented); serve it on one device"
+        )
     heads, kv_heads = config.num_attention_heads, config.num_key_value_heads
     checks = (
         ("num_attention_heads", heads),

@@ -39,34 +39,64 @@ class ParamCounts:
     lm_head: int
     """0 when the LM head is tied to the embedding."""
     linear: int
-    """Projection weights of the decoder layers (q, k, v, o, gate, up, down)."""
+    """Projection weights of the decoder layers (q, k, v, o, gate, up, down; every expert's too)."""
     kv_linear: int
     """The k and v projections within `linear`: with fewer KV heads than tensor-parallel ranks they are
     replicated, not split, so they count per device apart from the rest."""
     other: int
-    """Biases and norms, kept in the model dtype."""
+    """Biases, norms and routers, kept in the model dtype."""
+    experts: int = 0
+    """The routed experts' weights within `linear` (mixture-of-experts models; 0 for dense ones)."""
+    active_experts: int = 0
+    """Of those, what one token uses: its top-k experts in every sparse layer."""
 
     @property
     def total(self) -> int:
+        """Parameters held in memory."""
         return self.embedding + self.lm_head + self.linear + self.other
+
+    @property
+    def active(self) -> int:
+        """Parameters one token's forward pass uses: all of a dense model, a mixture's top-k experts only."""
+        return self.total - self.experts + self.active_experts
 
 
 def count_parameters(config: ModelArchConfig) -> ParamCounts:
     hidden, q, kv = config.hidden_size, config.q_size, config.kv_size
-    per_layer_linear = hidden * q + 2 * hidden * kv + q * hidden + 3 * hidden * config.intermediate_size
+    attention = hidden * q + 2 * hidden * kv + q * hidden
+    moe = config.moe
+    sparse = len(moe.sparse_layers) if moe is not None else 0
+    dense = config.num_hidden_layers - sparse
+    linear = config.num_hidden_layers * attention + dense * 3 * hidden * config.intermediate_size
     per_layer_other = 2 * hidden  # input and post-attention RMSNorm
     if config.attention_bias:
         per_layer_other += q + 2 * kv
     if config.qk_norm:
         per_layer_other += 2 * config.head_dim
+    other = config.num_hidden_layers * per_layer_other + hidden  # + the final norm
+    experts = active_experts = 0
+    if moe is not None and sparse:
+        per_expert = 3 * hidden * moe.expert_intermediate_size
+        experts = sparse * moe.num_experts * per_expert
+        active_experts = sparse * moe.top_k * per_expert
+        linear += experts + sparse * 3 * hidden * moe.shared_expert_intermediate_size
+        other += sparse * (moe.num_experts * hidden + (hidden if moe.has_shared_expert else 0))  # routers
     embedding = config.vocab_size * hidden
     return ParamCounts(
         embedding=embedding,
         lm_head=0 if config.tie_word_embeddings else embedding,
-        linear=config.num_hidden_layers * per_layer_linear,
+        linear=linear,
         kv_linear=config.num_hidden_layers * 2 * hidden * kv,
-        other=config.num_hidden_layers * per_layer_other + hidden,  # + the final norm
+        other=other,
+        experts=experts,
+        active_experts=active_experts,
     )
+
+
+def expected_experts_read(num_experts: int, top_k: int, batch: int) -> float:
+    """Experts of one layer a decode step of `batch` tokens reads, expected under uniform routing: each expert
+    is missed by one token with probability 1 - k/E, so by all of them with (1 - k/E)^batch."""
+    return num_experts * (1 - (1 - top_k / num_experts) ** batch)
 
 
 @dataclass(frozen=True)
@@ -158,7 +188,11 @@ class CapacityPlan:
         inputs["draft_config"] = self.inputs.draft_config.architecture if self.inputs.draft_config else None
         return {
             "inputs": inputs,
-            "params": {**dataclasses.asdict(self.params), "total": self.params.total},
+            "params": {
+                **dataclasses.asdict(self.params),
+                "total": self.params.total,
+                "active": self.params.active,
+            },
             "weights_bytes_per_device": self.weights_bytes_per_device,
             "kv_bytes_per_token_per_device": self.kv_bytes_per_token_per_device,
             "kv_heads_per_device": self.kv_heads_per_device,
@@ -263,10 +297,18 @@ def make_plan(inputs: PlanInputs) -> CapacityPlan:
     bandwidth = inputs.device.bandwidth_bytes_per_s
     # An untied embedding is a lookup, not a product: a step reads one row per sequence, not the table.
     unread_embedding = math.ceil(params.embedding * element / tp) if params.lm_head else 0
+    expert_bytes = math.ceil(params.experts * QUANTIZED_WEIGHT_BYTES.get(inputs.quantization, element) / tp)
     decode = []
     for batch in inputs.batch_sizes:
         embedding_rows = batch * config.hidden_size * element if params.lm_head else 0
-        step_bytes = weights - unread_embedding + embedding_rows + batch * context * per_token
+        # A mixture reads only the experts the batch's tokens were routed to.
+        unread_experts = 0
+        if config.moe is not None and params.experts:
+            read = expected_experts_read(config.moe.num_experts, config.moe.top_k, batch)
+            unread_experts = math.floor(expert_bytes * (1 - read / config.moe.num_experts))
+        step_bytes = (
+            weights - unread_embedding - unread_experts + embedding_rows + batch * context * per_token
+        )
         seconds = step_bytes / bandwidth if bandwidth else None
         decode.append(
             DecodeBound(

@@ -188,6 +188,16 @@ def render(plan) -> str:  # type: ignore[no-untyped-def]
         f"model {inputs.model_name} ({inputs.config.architecture}), {params.total / 1e9:.3f}B parameters "
         f"({params.total:,}): embedding {params.embedding:,}, LM head {params.lm_head:,}"
         f"{' (tied)' if not params.lm_head else ''}, projections {params.linear:,}, norms/biases {params.other:,}",
+        *(
+            [
+                f"mixture of experts: {moe.num_experts} experts, top {moe.top_k}, "
+                f"{len(moe.sparse_layers)} sparse layers; {params.active / 1e9:.3f}B parameters active per token "
+                f"({params.active:,}) of {params.total / 1e9:.3f}B held; a decode step reads the experts its "
+                f"batch is routed to (expected under uniform routing)"
+            ]
+            if (moe := inputs.config.moe) is not None and params.experts
+            else []
+        ),
         f"device {inputs.device.name}: {_usable(plan)} usable; dtype {plan.dtype}, KV dtype {plan.kv_dtype}, "
         f"quantization {inputs.quantization}, tensor parallel {inputs.tensor_parallel}",
         "",

@@ -53,7 +53,7 @@ class UsageLedger:
             elapsed = now - self._at
             factor = math.exp(-math.log(2) * elapsed / self.half_life_s)
             gain = self.half_life_s / math.log(2) * (1.0 - factor)
-            for team in set(self._decayed) | set(self._rates):
+            for team in sorted(set(self._decayed) | set(self._rates)):
                 self._decayed[team] = self._decayed.get(team, 0.0) * factor + self._rates.get(team, 0) * gain
         if self._at is None or now > self._at:
             self._at = now

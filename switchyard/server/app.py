@@ -8,6 +8,7 @@ when it ends.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import uuid
 from collections.abc import AsyncIterator
@@ -27,24 +28,40 @@ from switchyard.engine.async_engine import AsyncLLMEngine
 from switchyard.errors import SwitchyardError
 from switchyard.server.body_limit import BodySizeLimitMiddleware
 from switchyard.server.chat import create_chat_completion
-from switchyard.server.chat_protocol import ChatCompletionRequest
+from switchyard.server.chat_protocol import ChatCompletionRequest, ChatCompletionResponse
 from switchyard.server.completions import create_completion
-from switchyard.server.completions_protocol import CompletionRequest
+from switchyard.server.completions_protocol import CompletionRequest, CompletionResponse
 from switchyard.server.cors import add_cors
-from switchyard.server.errors import AuthenticationError, ModelNotFoundError, describe
-from switchyard.server.kv_events import read_kv_events
+from switchyard.server.edge import CheckedRoute
+from switchyard.server.errors import DRAINING_RETRY_AFTER, AuthenticationError, ModelNotFoundError, describe
+from switchyard.server.kv_events import KVEventsResponse, read_kv_events
 from switchyard.server.metrics import CONTENT_TYPE, ServerMetrics
+from switchyard.server.openapi_docs import (
+    HealthStatus,
+    PrefixCacheReset,
+    VersionInfo,
+    documented,
+    drop_automatic_422,
+)
 from switchyard.server.protocol import ModelCard, ModelList
 from switchyard.server.responses import create_response
-from switchyard.server.responses_protocol import ResponsesRequest
+from switchyard.server.responses_protocol import ResponseObject, ResponsesRequest
 from switchyard.server.state import ServerSettings, ServerState
 from switchyard.server.tokenize import detokenize, tokenize
-from switchyard.server.tokenize_protocol import DetokenizeRequest, TokenizeRequest
+from switchyard.server.tokenize_protocol import (
+    DetokenizeRequest,
+    DetokenizeResponse,
+    TokenizeRequest,
+    TokenizeResponse,
+)
+from switchyard.unhandled_errors import UnhandledErrorMiddleware
 
 
 def build_app(engine: AsyncLLMEngine, settings: ServerSettings) -> FastAPI:
     """An app serving `engine` under `settings`; its state (ServerState) is at `app.state.server`."""
-    metrics = ServerMetrics(settings.served_model_names[0])
+    metrics = ServerMetrics(
+        settings.served_model_names[0], known_tenants(engine, settings), settings.max_tenant_labels
+    )
     engine.add_listener(metrics.observe_step)
     state = ServerState(engine=engine, settings=settings, metrics=metrics)
 
@@ -58,7 +75,8 @@ def build_app(engine: AsyncLLMEngine, settings: ServerSettings) -> FastAPI:
 
     app = FastAPI(title="Switchyard", version=__version__, lifespan=lifespan)
     app.state.server = state
-    for error_type in (RequestValidationError, HTTPException, SwitchyardError, Exception):
+    drop_automatic_422(app)
+    for error_type in (RequestValidationError, HTTPException, SwitchyardError):
         app.add_exception_handler(error_type, _error_response)
     keys = dict(settings.tenant_keys)
     if settings.api_key is not None:
@@ -67,6 +85,9 @@ def build_app(engine: AsyncLLMEngine, settings: ServerSettings) -> FastAPI:
         app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_request_bytes)
     if keys:  # outside the size limit: an unauthenticated client learns nothing about the server's limits
         app.add_middleware(_ApiKeyMiddleware, keys=keys)
+    app.add_middleware(
+        UnhandledErrorMiddleware, describe=describe
+    )  # the last-resort 500, which keeps the connection usable
     app.add_middleware(_RequestIdMiddleware)  # outside the checks, so refusals carry the header too
     if settings.cors is not None:  # outermost: preflights carry no credentials, and refusals get its headers
         add_cors(app, settings.cors)
@@ -91,17 +112,19 @@ def _json(result: BaseModel | Response) -> Response:
 
 
 def _openai_routes(state: ServerState) -> APIRouter:
-    router = APIRouter(prefix="/v1")
+    router = APIRouter(prefix="/v1", route_class=CheckedRoute)
 
-    @router.post("/chat/completions", response_model=None)
+    @router.post(
+        "/chat/completions", response_model=None, responses=documented(ChatCompletionResponse, streams=True)
+    )
     async def chat_completions(body: ChatCompletionRequest, request: Request) -> Response:
         return _json(await create_chat_completion(body, state, request))
 
-    @router.post("/completions", response_model=None)
+    @router.post("/completions", response_model=None, responses=documented(CompletionResponse, streams=True))
     async def completions(body: CompletionRequest, request: Request) -> Response:
         return _json(await create_completion(body, state, request))
 
-    @router.post("/responses", response_model=None)
+    @router.post("/responses", response_model=None, responses=documented(ResponseObject, streams=True))
     async def responses(body: ResponsesRequest, request: Request) -> Response:
         """OpenAI's Responses API, stateless, served through the chat path."""
         return await create_response(body, state, request)
@@ -116,11 +139,11 @@ def _openai_routes(state: ServerState) -> APIRouter:
             quantization=state.engine.quantization,
         )
 
-    @router.get("/models", response_model=None)
+    @router.get("/models", response_model=None, responses=documented(ModelList))
     async def models() -> Response:
         return _json(ModelList(data=[card(name) for name in state.settings.served_model_names]))
 
-    @router.get("/models/{model:path}", response_model=None)
+    @router.get("/models/{model:path}", response_model=None, responses=documented(ModelCard))
     async def model(model: str) -> Response:
         """One model's card (the openai client's `models.retrieve`); 404 model_not_found for others."""
         if model not in state.settings.served_model_names:
@@ -133,36 +156,57 @@ def _openai_routes(state: ServerState) -> APIRouter:
 def _operations_routes(state: ServerState) -> APIRouter:
     """Routes for operators and load balancers (no API key), and vLLM's tokenizer and cache-reset routes (the
     key's, if set)."""
-    router = APIRouter()
+    router = APIRouter(route_class=CheckedRoute)
 
-    @router.get("/health", response_model=None)
+    @router.get(
+        "/health",
+        response_model=None,
+        responses={
+            **documented(HealthStatus, errors=False),
+            503: {"model": HealthStatus, "description": "Shutting down or engine unavailable"},
+        },
+    )
     async def health() -> Response:
         if state.draining:
-            return JSONResponse({"status": "shutting_down"}, status_code=503)
+            return JSONResponse(
+                {"status": "shutting_down"},
+                status_code=503,
+                headers={"Retry-After": str(DRAINING_RETRY_AFTER)},
+            )
         if not state.engine.is_alive:
             return JSONResponse({"status": "engine_unavailable"}, status_code=503)
         return JSONResponse({"status": "ok"})
 
-    @router.get("/metrics", response_model=None)
+    @router.get(
+        "/metrics",
+        response_model=None,
+        responses={
+            200: {
+                "description": "Prometheus text format",
+                "content": {CONTENT_TYPE: {"schema": {"type": "string"}}},
+            }
+        },
+    )
     async def metrics() -> Response:
-        return Response(content=state.metrics.render(), media_type=CONTENT_TYPE)
+        # Rendered on a worker thread: a large exposition must not hold up the event loop.
+        return Response(content=await asyncio.to_thread(state.metrics.render), media_type=CONTENT_TYPE)
 
-    @router.post("/tokenize", response_model=None)
+    @router.post("/tokenize", response_model=None, responses=documented(TokenizeResponse))
     async def tokenize_route(body: TokenizeRequest) -> Response:
         """vLLM's: a prompt's or a conversation's token ids, counted as the engine would get them."""
         return _json(await tokenize(body, state))
 
-    @router.post("/detokenize", response_model=None)
+    @router.post("/detokenize", response_model=None, responses=documented(DetokenizeResponse))
     async def detokenize_route(body: DetokenizeRequest) -> Response:
         return _json(await detokenize(body, state))
 
-    @router.get("/v1/kv_events", response_model=None)
+    @router.get("/v1/kv_events", response_model=None, responses=documented(KVEventsResponse))
     async def kv_events(after: int = Query(-1, ge=-1), epoch: str | None = None) -> Response:
         """The prefix cache's stored/evicted block hashes after sequence number `after`, for KV-aware routers
         (`-1`: a snapshot of the whole cache). Under /v1, so it needs the API key when one is set."""
         return _json(await read_kv_events(state.engine, after, epoch))
 
-    @router.post("/reset_prefix_cache", response_model=None)
+    @router.post("/reset_prefix_cache", response_model=None, responses=documented(PrefixCacheReset))
     async def reset_prefix_cache() -> Response:
         """vLLM's: forget the cached prefixes no request is using, so a benchmark can start each run cold.
         Blocks of requests in flight stay. It changes what every client's next request costs, so it needs the
@@ -170,11 +214,18 @@ def _operations_routes(state: ServerState) -> APIRouter:
         freed = await state.engine.run_in_engine_thread(state.engine.engine.reset_prefix_cache)
         return JSONResponse({"freed_blocks": freed})
 
-    @router.get("/version", response_model=None)
+    @router.get("/version", response_model=None, responses=documented(VersionInfo, errors=False))
     async def version() -> Response:
         return JSONResponse({"version": __version__})
 
     return router
+
+
+def known_tenants(engine: AsyncLLMEngine, settings: ServerSettings) -> frozenset[str]:
+    """Tenants an operator configured (`--tenants` weights and keys, and the API key's "default"): metrics
+    always label them by name; other names only up to `--max-tenant-labels`."""
+    weights = engine.engine.config.tenant_weights
+    return frozenset({"default", *weights, *settings.tenant_keys.values()})
 
 
 PROTECTED_PATHS = ("/v1", "/tokenize", "/detokenize", "/reset_prefix_cache")

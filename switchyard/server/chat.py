@@ -21,10 +21,11 @@ import time
 from fastapi import Request
 from fastapi.responses import Response
 
-from switchyard.client_disconnect import until_disconnected
+from switchyard.client_disconnect import unless_disconnected, until_disconnected
 from switchyard.server.chat_prepare import prepare_chat
 from switchyard.server.chat_protocol import ChatCompletionRequest, ChatCompletionResponse
 from switchyard.server.chat_reply import ChatReply
+from switchyard.server.errors import ClientGoneError
 from switchyard.server.state import ServerState, new_id, tenant_of
 from switchyard.server.streaming import event_stream_response
 
@@ -47,7 +48,10 @@ async def start_chat(body: ChatCompletionRequest, state: ServerState, http_reque
     server's and engine's capacity errors)."""
     state.check_accepting()
     model = state.resolve_model(body.model)
-    prepared = await prepare_chat(body, state)
+    # A client that leaves while its conversation waits to be tokenized takes that work with it.
+    prepared = await unless_disconnected(
+        http_request, prepare_chat(body, state), lambda: ClientGoneError("the client disconnected")
+    )
     request_id = new_id("chatcmpl")
     stream = await state.admit(
         request_id,

@@ -28,6 +28,9 @@ from switchyard.tool_calling import (
     tool_call_structure,
 )
 
+MAX_TOOLS = 128
+"""Tools one request may offer (OpenAI's limit): checked before any schema work."""
+
 PROMPT_TAIL_TOKENS = 16
 """Prompt tokens read to tell whether the template opened the reply's reasoning ("<think>\n" at its end)."""
 
@@ -79,6 +82,10 @@ async def prepare_chat(body: ChatCompletionRequest, state: ServerState) -> Prepa
     )
     if engine.tokenizer is None:
         raise InvalidRequestError("this model has no tokenizer, so it cannot chat", param="messages")
+    if body.tools is not None and len(body.tools) > MAX_TOOLS:
+        raise InvalidRequestError(
+            f"at most {MAX_TOOLS} tools may be given (got {len(body.tools)})", param="tools"
+        )
     tools = parse_tools(body.tools)
     choice = parse_tool_choice(body.tool_choice, tools)
     tool_format = state.tool_format if choice.mode != "none" else None
@@ -102,6 +109,7 @@ async def prepare_chat(body: ChatCompletionRequest, state: ServerState) -> Prepa
         body.tools,
         body.template_options(),
         tail_tokens=PROMPT_TAIL_TOKENS if parsing_reasoning else 0,
+        truncating=params.truncate_prompt_tokens is not None,
     )
     reasoning = None
     if parsing_reasoning:
@@ -132,6 +140,7 @@ async def render_conversation(
     options: dict[str, Any],
     *,
     tail_tokens: int = 0,
+    truncating: bool = False,
 ) -> RenderedChat:
     """A conversation rendered as the chat endpoint sends it to the engine (`options`: from
     `chat_template_options`), with the text of its last `tail_tokens` tokens. One trip to the text thread: a
@@ -139,7 +148,9 @@ async def render_conversation(
     rendered = [m.for_template() for m in messages]
     if state.tool_format.template_call_id is not None:  # a template that accepts only its own call ids
         _rewrite_call_ids(rendered, state.tool_format.template_call_id)
-    return await state.engine.text.render_chat(rendered, tools=tools, tail_tokens=tail_tokens, **options)
+    return await state.engine.text.render_chat(
+        rendered, tools=tools, tail_tokens=tail_tokens, truncating=truncating, **options
+    )
 
 
 def _rewrite_call_ids(messages: list[dict[str, Any]], rewrite: Callable[[str], str]) -> None:

@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator
 from fastapi import Request
 from fastapi.responses import Response
 
-from switchyard.client_disconnect import until_disconnected
+from switchyard.client_disconnect import unless_disconnected, until_disconnected
 from switchyard.engine.async_engine import RequestFailedError, RequestStream, RequestTimeoutError
 from switchyard.engine.sequence import CompletionOutput, RequestOutput, TokenLogprob
 from switchyard.errors import InvalidRequestError
@@ -31,9 +31,10 @@ from switchyard.server.completions_protocol import (
     CompletionRequest,
     CompletionResponse,
 )
+from switchyard.server.errors import ClientGoneError
 from switchyard.server.protocol import MIN_LOGPROB, Usage, prompt_logprobs_of
 from switchyard.server.response_format import structured_outputs_of
-from switchyard.server.state import ServerState, TokenTexts, new_id, tenant_of
+from switchyard.server.state import ServerState, TokenTexts, check_token_ids, new_id, tenant_of
 from switchyard.server.streaming import event_stream_response, merge_streams
 
 
@@ -50,10 +51,18 @@ async def create_completion(
     if body.echo and body.logprobs is not None:
         params.prompt_logprobs = max(body.logprobs, params.prompt_logprobs or 0)
     params.structured_outputs = structured_outputs_of(None, body.structured_outputs, body.guided_fields())
+    for prompt in body.prompt:  # ids checked before any decode (echo) or engine call sees them
+        if not isinstance(prompt, str):
+            check_token_ids(prompt, state.engine.vocab_size, "prompt")
     if body.echo and state.engine.tokenizer is None and not all(isinstance(p, str) for p in body.prompt):
         raise InvalidRequestError("echo of token-id prompts needs the model's tokenizer", param="echo")
     # Text is tokenized on the text thread, so a huge prompt never stalls the engine's steps.
-    prompts = await state.engine.text.encode_prompts(body.prompt)
+    truncating = params.truncate_prompt_tokens is not None
+    prompts = await unless_disconnected(
+        http_request,
+        state.engine.text.encode_prompts(body.prompt, truncating=truncating),
+        lambda: ClientGoneError("the client disconnected"),
+    )
     request_id = new_id("cmpl")
     streams: list[RequestStream] = []
     try:

@@ -15,6 +15,7 @@ from typing import Any
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 
+from switchyard.client_disconnect import CLIENT_CLOSED_REQUEST
 from switchyard.engine.async_engine import (
     EngineDeadError,
     QueueFullError,
@@ -24,7 +25,7 @@ from switchyard.engine.async_engine import (
     RequestTimeoutError,
 )
 from switchyard.errors import CapacityError, InvalidRequestError, SwitchyardError
-from switchyard.openai_error import ErrorInfo, invalid_api_key, model_not_found
+from switchyard.openai_error import ErrorInfo, invalid_api_key, model_not_found, retry_after_header
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +57,27 @@ class ServerDrainingError(SwitchyardError):
     """The server is shutting down and admits no new requests."""
 
 
+class ClientGoneError(SwitchyardError):
+    """The client disconnected while its request was being prepared (rendered, tokenized): the work stops."""
+
+
+DRAINING_RETRY_AFTER = 5
+"""Seconds a client is told to wait before retrying a server that is shutting down: by then a load balancer has
+seen /health turn 503 and sends it to another replica (or this one has restarted)."""
+
+
+class UnencodableTextError(HTTPException):
+    """A request body holds text no encoder accepts (a lone UTF-16 surrogate such as `\\ud800`).
+
+    An HTTPException because it is raised while FastAPI parses the body, which passes only those through."""
+
+    def __init__(self, param: str) -> None:
+        self.param = param
+        super().__init__(
+            400, f"{param}: the text holds a lone UTF-16 surrogate (\\ud800-\\udfff without its pair)"
+        )
+
+
 def describe(exc: BaseException) -> ErrorInfo:
     """Status, OpenAI error type/code and headers for an exception (500 for anything unexpected)."""
     if isinstance(exc, RequestValidationError):
@@ -82,7 +104,17 @@ def describe(exc: BaseException) -> ErrorInfo:
         headers = {"Retry-After": str(math.ceil(exc.retry_after))} if exc.retry_after is not None else {}
         return ErrorInfo(429, "rate_limit_error", str(exc), code="kv_cache_full", headers=headers)
     if isinstance(exc, ServerDrainingError):
-        return ErrorInfo(503, "service_unavailable_error", str(exc), code="shutting_down")
+        return ErrorInfo(
+            503,
+            "service_unavailable_error",
+            str(exc),
+            code="shutting_down",
+            headers=retry_after_header(DRAINING_RETRY_AFTER),
+        )
+    if isinstance(exc, ClientGoneError):  # nobody reads it; access logs show it
+        return ErrorInfo(
+            CLIENT_CLOSED_REQUEST, "invalid_request_error", str(exc), code="client_closed_request"
+        )
     if isinstance(exc, EngineDeadError):
         return ErrorInfo(503, "service_unavailable_error", str(exc), code="engine_unavailable")
     if isinstance(exc, RequestAbortedError):
@@ -94,6 +126,8 @@ def describe(exc: BaseException) -> ErrorInfo:
         )
     if isinstance(exc, RequestFailedError):
         return ErrorInfo(500, "server_error", str(exc), code="request_failed")
+    if isinstance(exc, UnencodableTextError):
+        return ErrorInfo(400, "invalid_request_error", str(exc.detail), param=exc.param)
     if isinstance(exc, HTTPException):
         return ErrorInfo(
             exc.status_code, "invalid_request_error", str(exc.detail), headers=dict(exc.headers or {})

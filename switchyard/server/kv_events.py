@@ -9,12 +9,23 @@ of its leading blocks are cached here. `after=-1`, a reader that fell behind the
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
+from pydantic import WithJsonSchema
 from starlette.exceptions import HTTPException
 
 from switchyard.engine.async_engine import AsyncLLMEngine
 from switchyard.server.protocol import ResponseBody
+
+_EVENT_SCHEMA = {
+    "type": "array",
+    "minItems": 3,
+    "maxItems": 3,
+    "items": {"anyOf": [{"type": "integer"}, {"type": "string", "enum": ["stored", "evicted"]}]},
+    "description": "[sequence number, 'stored' or 'evicted', block hash]",
+}
+"""One event as the OpenAPI document describes it: a 3-item array (written without `prefixItems`, which some
+OpenAPI tools do not read)."""
 
 MAX_EVENTS_PER_READ = 4096
 """Events in one answer at most; a reader further behind gets the rest on its next poll."""
@@ -25,7 +36,7 @@ class KVEventsResponse(ResponseBody):
     """Names this cache's event log; it changes when the server restarts or rebuilds its engine."""
     block_size: int
     """Tokens per KV block: a prompt's block hashes are taken over runs of this many token ids."""
-    events: list[tuple[int, Literal["stored", "evicted"], int]]
+    events: list[Annotated[tuple[int, Literal["stored", "evicted"], int], WithJsonSchema(_EVENT_SCHEMA)]]
     """[sequence number, what happened, block hash], oldest first."""
     next: int
     """Pass as `after` on the next poll."""

@@ -18,6 +18,7 @@ import uvicorn
 from switchyard.config import EngineConfig
 from switchyard.engine.async_engine import AsyncLLMEngine
 from switchyard.engine.engine import LLMEngine
+from switchyard.engine.grammar_limits import GrammarLimits
 from switchyard.server.app import build_app
 from switchyard.server.state import ServerSettings, ServerState
 from switchyard.server.tls import TlsFiles
@@ -72,13 +73,19 @@ def build_server(
     port: int = 8000,
     max_waiting: int = 512,
     step_timeout: float | None = None,
+    grammar_limits: GrammarLimits | None = None,
     log_level: str = "info",
     tls: TlsFiles | None = None,
 ) -> DrainingServer:
     """Load the model and return a server ready to `run()` (blocking) or `serve()` (in an event loop)."""
     if tls is not None:
         tls.check()  # before minutes of loading
-    engine = AsyncLLMEngine(LLMEngine(engine_config), max_waiting=max_waiting, step_timeout=step_timeout)
+    engine = AsyncLLMEngine(
+        LLMEngine(engine_config),
+        max_waiting=max_waiting,
+        step_timeout=step_timeout,
+        grammar_limits=grammar_limits,
+    )
     return server_for(engine, settings, host=host, port=port, log_level=log_level, tls=tls)
 
 

@@ -4,6 +4,11 @@ Everything is registered in a CollectorRegistry owned by the app, never the proc
 one process (as in tests) keep separate counts. The values come from the async engine's step reports, observed
 on the event loop right after each step: timings are the engine's own marks, not the time a slow client took
 to read them.
+
+Label values come only from bounded sets: finish reasons, priorities, events, the tenants an operator configured,
+and the first `max_extra_tenants` other tenant names seen (a fleet gateway in front names its tenants in `user`).
+Every tenant past those is counted as "other", so a client's free-form `user` field cannot grow the exposition
+without bound; text the exposition cannot encode never gets this far (the server refuses it at the edge).
 """
 
 from __future__ import annotations
@@ -16,6 +21,12 @@ from switchyard.engine.sequence import RequestOutput
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
+OTHER_TENANT = "other"
+"""The label of every tenant past the configured ones and the first few others."""
+DEFAULT_MAX_EXTRA_TENANTS = 64
+"""Tenants beyond the configured ones labelled by name (first come): enough for a fleet gateway's tenants, few
+enough that the exposition stays small (each adds about 25 series)."""
+
 _FAST_BUCKETS = (0.001, 0.003, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0)
 _LATENCY_BUCKETS = (
     *(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
@@ -26,7 +37,15 @@ _LATENCY_BUCKETS = (
 class ServerMetrics:
     """The server's metrics and the per-request marks needed to derive them from step reports."""
 
-    def __init__(self, model_name: str) -> None:
+    def __init__(
+        self,
+        model_name: str,
+        tenants: frozenset[str] = frozenset({"default"}),
+        max_extra_tenants: int = DEFAULT_MAX_EXTRA_TENANTS,
+    ) -> None:
+        self._tenants = tenants
+        self._extra_tenants: set[str] = set()
+        self._max_extra_tenants = max_extra_tenants
         self.registry = CollectorRegistry()
         labels = ["model_name"]
 
@@ -135,7 +154,8 @@ class ServerMetrics:
         )
         self._grammar_events = Counter(
             "switchyard:structured_output_events",
-            "Structured outputs: grammars compiled, compile cache hits, compile failures, tokens a grammar refused.",
+            "Structured outputs: grammars compiled, compile cache hits, compile failures, tokens a grammar refused, "
+            "finished outputs checked against their spec.",
             [*labels, "event"],
             registry=self.registry,
         )
@@ -145,6 +165,14 @@ class ServerMetrics:
             [*labels, "phase"],
             registry=self.registry,
         )
+        self._grammar_invalid = Counter(
+            "switchyard:structured_output_invalid",
+            "Structured outputs: finished outputs that broke their schema, regex or choice, by grammar backend and "
+            "construct (a JSON Schema keyword or the spec kind). A backend bug; each such request failed.",
+            [*labels, "backend", "construct"],
+            registry=self.registry,
+        )
+        self._seen_invalid: dict[tuple[str, str], int] = {}
         self._spec_tokens = Counter(
             "switchyard:spec_decode_tokens",
             "Speculative decoding: tokens proposed, accepted, and emitted by verification (kind label); "
@@ -152,6 +180,15 @@ class ServerMetrics:
             [*labels, "kind"],
             registry=self.registry,
         )
+        self._expert_tokens = Counter(
+            "switchyard:moe_expert_tokens",
+            "Mixture-of-experts models: tokens the router sent to each expert of each sparse layer since load "
+            "(each token counts once per expert of its top-k). Read from the device at most once a second.",
+            [*labels, "layer", "expert"],
+            registry=self.registry,
+        )
+        self._seen_expert_tokens: dict[tuple[int, int], int] = {}
+        self._expert_snapshot: dict[tuple[int, int], int] | None = None
         self._seen_hung = 0
         self._seen_labelled: dict[tuple[str, str], int] = {}
         self._seen_cache = (0, 0)
@@ -186,6 +223,18 @@ class ServerMetrics:
         self._advance(self._grammar_events, "event", stats.grammar_events)
         self._advance(self._grammar_seconds, "phase", stats.grammar_seconds)
         self._advance(self._spec_tokens, "kind", stats.spec_decode)
+        if stats.expert_tokens is not self._expert_snapshot:  # a new reading (at most one a second)
+            self._expert_snapshot = stats.expert_tokens
+            for (layer, expert), total in stats.expert_tokens.items():
+                seen = self._seen_expert_tokens.get((layer, expert), 0)
+                if total > seen:
+                    self._expert_tokens.labels(self._model_name, str(layer), str(expert)).inc(total - seen)
+                    self._seen_expert_tokens[(layer, expert)] = total
+        for (backend, construct), total in stats.grammar_invalid_outputs.items():
+            seen = self._seen_invalid.get((backend, construct), 0)
+            if total > seen:
+                self._grammar_invalid.labels(self._model_name, backend, construct).inc(total - seen)
+                self._seen_invalid[(backend, construct)] = total
         spec = stats.spec_decode
         if spec.get("proposed"):
             self.spec_acceptance_rate.set(spec["accepted"] / spec["proposed"])
@@ -196,12 +245,30 @@ class ServerMetrics:
 
     def _advance(self, metric: Counter, kind: str, totals: dict) -> None:  # type: ignore[type-arg]
         """Move a labelled counter up to the engine's cumulative totals."""
+        if kind == "tenant":  # summed per label first, so what is remembered here stays bounded too
+            by_label: dict[str, float] = {}
+            for tenant, total in totals.items():
+                label = self.tenant_label(str(tenant))
+                by_label[label] = by_label.get(label, 0) + total
+            totals = by_label
         for label, total in totals.items():
             key = (kind, str(label))
             seen = self._seen_labelled.get(key, 0)
             if total > seen:
                 metric.labels(self._model_name, str(label) or "default").inc(total - seen)
                 self._seen_labelled[key] = total
+
+    def tenant_label(self, tenant: str | None) -> str:
+        """A tenant's label value: "default" for none, its name if configured or among the first
+        `max_extra_tenants` others seen, "other" for the rest."""
+        if not tenant:
+            return "default"
+        if tenant in self._tenants or tenant in self._extra_tenants:
+            return tenant
+        if len(self._extra_tenants) < self._max_extra_tenants:
+            self._extra_tenants.add(tenant)
+            return tenant
+        return OTHER_TENANT
 
     def observe_rejection(self, reason: str) -> None:
         self._rejected.labels(self._model_name, reason).inc()
@@ -234,7 +301,7 @@ class ServerMetrics:
         self.e2e_latency.observe(metrics.finished_time - metrics.arrival_time)
         if metrics.first_scheduled_time is not None:
             self.queue_time.observe(metrics.first_scheduled_time - metrics.arrival_time)
-            self._tenant_queue_time.labels(self._model_name, output.tenant or "default").observe(
+            self._tenant_queue_time.labels(self._model_name, self.tenant_label(output.tenant)).observe(
                 metrics.first_scheduled_time - metrics.arrival_time
             )
             if metrics.first_token_time is not None:

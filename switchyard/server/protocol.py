@@ -28,9 +28,10 @@ from switchyard.models.tokenizer import GenerationDefaults
 
 
 class RequestBody(BaseModel):
-    """A request body: unknown fields are ignored, known ones validated."""
+    """A request body: unknown fields are ignored, known ones validated; every number finite (JSON parsers
+    accept `Infinity` and `NaN`, which no sampling parameter means)."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
 
 
 class ResponseBody(BaseModel):

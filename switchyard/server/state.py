@@ -15,7 +15,7 @@ from switchyard.errors import CapacityError, InvalidRequestError
 from switchyard.reasoning import THINK_CLOSE, THINK_OPEN, check_reasoning_parser
 from switchyard.server.cors import CorsPolicy
 from switchyard.server.errors import ModelNotFoundError, ServerDrainingError
-from switchyard.server.metrics import ServerMetrics
+from switchyard.server.metrics import DEFAULT_MAX_EXTRA_TENANTS, ServerMetrics
 from switchyard.tool_calling import ToolCallFormat, detect_format, get_format
 
 DEFAULT_MAX_REQUEST_BYTES = 16 << 20
@@ -52,6 +52,9 @@ class ServerSettings:
     (and `reasoning_content`) instead of the content; None leaves replies whole."""
     cors: CorsPolicy | None = None
     """Which browser origins may call the API (`serve --allowed-origins`); None sends no CORS headers."""
+    max_tenant_labels: int = DEFAULT_MAX_EXTRA_TENANTS
+    """Tenants besides the configured ones (`--tenants`) that metrics label by name, the first seen; the rest
+    are labelled "other". With API keys off a tenant is the request's `user`, which any client can vary."""
     root_path: str = ""
     """The path prefix a reverse proxy serves the API under (`serve --root-path /llm`), which the proxy strips
     before forwarding, as uvicorn and FastAPI expect: routes stay at /v1/..., while the API docs and
@@ -79,6 +82,8 @@ class ServerSettings:
                 f"root_path must be a path such as /llm: starting with /, without a trailing / and without ? or #; "
                 f"got {self.root_path!r}"
             )
+        if self.max_tenant_labels < 0:
+            raise ValueError("max_tenant_labels must be >= 0")
         if self.max_request_bytes is not None and self.max_request_bytes <= 0:
             raise ValueError("max_request_bytes must be > 0 (None accepts any size)")
 
@@ -247,6 +252,14 @@ _BYTE_OF_CHAR = _byte_level_alphabet()
 def tenant_of(http_request: Any, user: str | None) -> str | None:
     """The request's tenant: its API key's tenant when keys are on, else the OpenAI `user` field."""
     return getattr(http_request.state, "tenant", None) or user
+
+
+def check_token_ids(token_ids: Sequence[int], vocab_size: int, param: str) -> None:
+    """InvalidRequestError unless every id is in [0, vocab_size): checked before anything decodes them (a
+    tokenizer overflows on a negative id)."""
+    bad = next((token for token in token_ids if not 0 <= token < vocab_size), None)
+    if bad is not None:
+        raise InvalidRequestError(f"token id {bad} is outside the vocabulary [0, {vocab_size})", param=param)
 
 
 def new_id(prefix: str) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from switchyard.errors import InvalidRequestError
 from switchyard.server.chat_prepare import render_conversation
 from switchyard.server.chat_protocol import chat_template_options
-from switchyard.server.state import ServerState
+from switchyard.server.state import ServerState, check_token_ids
 from switchyard.server.tokenize_protocol import (
     DetokenizeRequest,
     DetokenizeResponse,
@@ -43,8 +43,5 @@ async def detokenize(body: DetokenizeRequest, state: ServerState) -> DetokenizeR
     engine = state.engine
     if engine.tokenizer is None:
         raise InvalidRequestError("this model has no tokenizer", param="tokens")
-    vocab = len(engine.tokenizer)
-    bad = next((token for token in body.tokens if not 0 <= token < vocab), None)
-    if bad is not None:
-        raise InvalidRequestError(f"token id {bad} is outside the vocabulary [0, {vocab})", param="tokens")
+    check_token_ids(body.tokens, engine.vocab_size, "tokens")
     return DetokenizeResponse(prompt=await engine.text.decode(body.tokens))

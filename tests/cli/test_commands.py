@@ -79,3 +79,29 @@ def test_a_bad_speculative_config_is_a_clear_error(
     assert main(["generate", "--model", str(tiny_model_dir), *flags, "hi"]) == 2
     err = capsys.readouterr().err
     assert "switchyard: error:" in err and message in err
+
+
+def test_generate_streams_past_the_trained_context_with_sinks(
+    tiny_model_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--sliding-window and --attention-sinks reach the engine: a model of 512 positions serves 1024."""
+    flags = [
+        "--sliding-window",
+        "64",
+        "--attention-sinks",
+        "4",
+        "--max-model-len",
+        "1024",
+        "--dtype",
+        "float32",
+    ]
+    code = main(["generate", "--model", str(tiny_model_dir), "--max-tokens", "5", *flags, "hello"])
+    assert code == 0 and "### hello" in capsys.readouterr().out
+
+
+def test_sinks_without_a_window_are_a_clear_error(
+    tiny_model_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["generate", "--model", str(tiny_model_dir), "--attention-sinks", "4", "hi"]) == 2
+    err = capsys.readouterr().err
+    assert "switchyard: error:" in err and "attention_sinks needs sliding_window" in err

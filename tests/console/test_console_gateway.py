@@ -61,6 +61,8 @@ def test_the_fleet_view_shows_replicas_routing_and_online_eval(
         " && Number(r.cells[2].textContent) >= 2)",
         timeout=30_000,
     )
+    eval_row = page.inner_text("#fl-eval tbody tr").split("\t")
+    assert eval_row[7].endswith(" s")  # mean latency of the logged requests, by pool
     assert page.inner_text("#fl-lat-p50").endswith("ms")
     assert console.errors == []
 
@@ -83,4 +85,8 @@ def test_the_fleet_view_fits_a_phone_without_console_errors(new_page: Any, gatew
     console.sign_in(API_KEY)
     console.page.wait_for_selector("#fl-replicas tbody td.health-healthy")
     assert console.page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 1
+    # an empty table's note (no tenants here) wraps inside the screen rather than running off its edge
+    note = console.page.wait_for_selector("#fl-tenants td.empty > span")
+    box = note.bounding_box()
+    assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 390
     assert console.errors == []

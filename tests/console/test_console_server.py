@@ -124,3 +124,44 @@ def test_json_schema_mode_gets_json_and_bad_tools_are_named_before_sending(
     assert "finish: stop" in stats, stats  # the grammar closes the object well within the budget
     assert isinstance(json.loads(reply)["n"], int)
     assert page.is_hidden("#pg-error")
+
+
+def test_stop_ends_a_streaming_reply_and_frees_its_cache(new_page: Any, keyed_server: Any) -> None:
+    console = open_console(new_page, keyed_server, "playground")
+    page = console.page
+    page.wait_for_selector("#pg-model option[value='tiny']", state="attached")
+    # greedy on the random model repeats tokens without ending: the reply runs until stopped (or the context ends)
+    page.fill("#pg-temperature", "0")
+    page.fill("#pg-max-tokens", "220")  # the server's context is 256
+    page.fill("#pg-input", "go on and on")
+    # a slow network, so that the click lands while the reply still streams however fast the model is
+    network = page.context.new_cdp_session(page)
+    network.send("Network.enable")
+    network.send(
+        "Network.emulateNetworkConditions",
+        {"offline": False, "latency": 0, "downloadThroughput": 4000, "uploadThroughput": -1},
+    )
+    page.press("#pg-input", "Enter")
+    page.wait_for_function(
+        "(document.querySelector('#pg-log li.assistant .content')?.textContent || '').length > 0"
+    )
+    page.click("#pg-stop")
+    page.wait_for_selector("#pg-log li.assistant:not([aria-busy])")
+    assert "stopped" in page.inner_text("#pg-log li.assistant .stats")
+    assert page.is_visible("#pg-send") and not page.is_visible("#pg-stop")
+
+    def running() -> float:
+        with keyed_server.http() as http:
+            text = http.get("/metrics", headers={"Authorization": f"Bearer {API_KEY}"}).text
+        return sum(
+            float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines()
+            if line.startswith("switchyard:num_requests_running")
+        )
+
+    for _ in range(100):  # the abort reaches the server within a step or two
+        if running() == 0:
+            break
+        page.wait_for_timeout(100)
+    assert running() == 0  # the server saw the client go and freed the request
+    assert console.errors == []

@@ -28,6 +28,9 @@ def test_series_keep_labels_and_counters_lose_their_suffixes() -> None:
     assert parsed.series["demo:tokens"] == [{"labels": {"model_name": "m"}, "value": 42.0}]
     assert not any(name.endswith("_created") for name in parsed.series)
     assert parsed.histograms["demo:ttft_seconds"].count == 1
+    # a histogram's sum and count stay per label set too, for means by label (online eval's latency by pool)
+    assert parsed.series["demo:ttft_seconds_count"] == [{"labels": {"model_name": "m"}, "value": 1.0}]
+    assert parsed.series["demo:ttft_seconds_sum"] == [{"labels": {"model_name": "m"}, "value": 0.05}]
 
 
 def test_quantiles_interpolate_inside_buckets_as_prometheus_does() -> None:

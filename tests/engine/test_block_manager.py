@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from switchyard.engine.block_manager import BlockManager
+from switchyard.engine.block_manager import NULL_BLOCK, BlockManager
 from switchyard.engine.sampling_params import SamplingParams
 from switchyard.engine.sequence import Request, RequestTiming, Sequence
 
@@ -118,3 +118,56 @@ def test_invariants_hold_under_random_operations(
         manager.free(seq)
     manager.check_invariants([])
     assert manager.num_free_blocks == num_blocks
+
+
+def test_release_outside_window_by_hand() -> None:
+    """Window 6, blocks of 4. After 13 computed tokens the next query (position 13) sees keys 8..13, so blocks
+    0 (positions 0-3) and 1 (4-7) are released; block 2 (8-11) is still needed."""
+    manager = BlockManager(num_blocks=8, block_size=4, window=6)
+    seq = make_seq(0, 13)
+    assert manager.allocate_slots(seq, 13) == []
+    seq.num_computed_tokens = 13
+    assert manager.release_outside_window(seq) == 2
+    assert seq.block_table[:2] == [NULL_BLOCK, NULL_BLOCK] and NULL_BLOCK not in seq.block_table[2:]
+    assert manager.num_used_blocks == 2 and manager.num_free_blocks == 5  # 8, less the NULL block, less 2
+    manager.check_invariants([seq])
+    assert manager.release_outside_window(seq) == 0  # nothing more until the sequence grows
+    manager.free(seq)
+    assert manager.num_free_blocks == 7
+    manager.check_invariants([])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    window=st.integers(1, 20),
+    block_size=st.sampled_from([1, 2, 4, 8]),
+    chunks=st.lists(st.integers(1, 9), min_size=1, max_size=40),
+    fork_at=st.integers(0, 40),
+)
+def test_windowed_sequences_hold_a_bounded_number_of_blocks(
+    window: int, block_size: int, chunks: list[int], fork_at: int
+) -> None:
+    """Two sequences (one forked from the other midway) grow by random chunks; after each chunk the released
+    blocks leave each sequence no more than the window's blocks plus the chunk's, every key a future query
+    can see is still owned, and reference counts stay exact."""
+    manager = BlockManager(num_blocks=256, block_size=block_size, window=window)
+    seqs = [make_seq(0, sum(chunks) + 1)]
+    for step, chunk in enumerate(chunks):
+        if step == fork_at:
+            child = make_seq(1, sum(chunks) + 1)
+            manager.fork(seqs[0], child)
+            child.num_computed_tokens = seqs[0].num_computed_tokens
+            seqs.append(child)
+        for seq in seqs:
+            assert manager.allocate_slots(seq, chunk) is not None
+            seq.num_computed_tokens += chunk
+            manager.release_outside_window(seq)
+            live = [b for b in seq.block_table if b != NULL_BLOCK]
+            assert len(live) <= -(-window // block_size) + -(-chunk // block_size) + 1
+            first_needed = max(0, seq.num_computed_tokens - window + 1) // block_size
+            assert NULL_BLOCK not in seq.block_table[first_needed:]
+        manager.check_invariants(seqs)
+    for seq in seqs:
+        manager.free(seq)
+    manager.check_invariants([])
+    assert manager.num_free_blocks == 255

@@ -1,5 +1,6 @@
-"""The pool's admission queue: straight through while slots are free, FIFO after, 429 beyond the bound, and a
-waiter that is cancelled (its client left) leaves the queue."""
+"""The pool's admission queue: straight through while slots are free, FIFO after (fair between tenants), 429
+beyond the bound (to the tenant holding most of the queue), and a waiter that is cancelled (its client left)
+leaves the queue."""
 
 from __future__ import annotations
 
@@ -122,5 +123,58 @@ def test_retry_after_follows_the_drain_rate() -> None:
         with pytest.raises(QueueFullError) as estimated:
             await queue.enter()
         assert estimated.value.retry_after == 1.0  # nothing waiting, one per second: at the floor
+
+    asyncio.run(scenario())
+
+
+def test_a_freed_slot_goes_to_the_tenant_that_has_had_fewest_for_its_weight() -> None:
+    """A flooding tenant queued first does not keep a quiet one waiting behind all of its requests."""
+
+    async def scenario() -> None:
+        slots = Slots(0)
+        queue = AdmissionQueue("p", max_queue=20, free_slots=slots)
+        order: list[str] = []
+
+        async def wait(tenant: str, weight: float = 1.0) -> None:
+            await queue.enter(tenant, weight)
+            slots.free -= 1
+            order.append(tenant)
+
+        tasks = [asyncio.create_task(wait("flood")) for _ in range(6)]
+        await asyncio.sleep(0)
+        tasks += [asyncio.create_task(wait("quiet")) for _ in range(2)]
+        tasks += [asyncio.create_task(wait("heavy", 2.0)) for _ in range(4)]
+        await asyncio.sleep(0)
+        assert queue.depth == 12 and queue.waiting("flood") == 6
+        for _ in range(12):
+            slots.free += 1
+            queue.wake()
+            await asyncio.sleep(0)
+        await asyncio.gather(*tasks)
+        # each round, weight 1 tenants get one slot and `heavy` (weight 2) two, until a tenant runs out
+        assert order[:8] == ["flood", "quiet", "heavy", "heavy", "flood", "quiet", "heavy", "heavy"]
+        assert order[8:] == ["flood"] * 4
+
+    asyncio.run(scenario())
+
+
+def test_a_full_queue_refuses_the_tenant_holding_most_of_it_not_a_newcomer() -> None:
+    async def scenario() -> None:
+        queue = AdmissionQueue("p", max_queue=3, free_slots=Slots(0))
+        flood = [asyncio.create_task(queue.enter("flood")) for _ in range(3)]
+        await asyncio.sleep(0)
+        with pytest.raises(QueueFullError):  # the flood's own next request is refused
+            await queue.enter("flood")
+        quiet = asyncio.create_task(queue.enter("quiet"))
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        assert queue.waiting("quiet") == 1 and queue.waiting("flood") == 2 and queue.depth == 3
+        assert flood[2].done() and isinstance(flood[2].exception(), QueueFullError)  # its newest gave way
+        assert not flood[0].done() and not quiet.done()
+        with pytest.raises(QueueFullError):  # one each would leave the flood no more than the newcomer
+            await queue.enter("other", 0.5)
+        queue.fail_waiters(lambda: NoHealthyReplicaError("p", 1.0))
+        results = await asyncio.gather(*flood[:2], quiet, return_exceptions=True)
+        assert all(isinstance(result, NoHealthyReplicaError) for result in results)
 
     asyncio.run(scenario())

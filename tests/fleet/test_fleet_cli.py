@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from switchyard.cli import main as switchyard_main
-from switchyard.fleet.cli import build_parser, config_from_args, main, split_worker
+from switchyard.fleet.cli import build_parser, config_from_args, discover_model, main, split_worker
+from switchyard.fleet.errors import FleetConfigError
 
 
 def config(argv: list[str], serve_args: tuple[str, ...] = ()):  # type: ignore[no-untyped-def]
@@ -105,3 +106,32 @@ def test_the_front_door_delegates_fleet(capsys: pytest.CaptureFixture[str]) -> N
     assert raised.value.code == 0
     out = capsys.readouterr().out
     assert "--worker" in out and "--replicas" in out and "--policy" in out
+
+
+def test_a_worker_that_requires_a_key_is_asked_for_its_model_with_the_workers_key() -> None:
+    import http.server
+    import json as json_module
+    import threading
+
+    class Worker(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            allowed = self.headers.get("authorization") == "Bearer inner"
+            body = json_module.dumps({"data": [{"id": "served-name"}]} if allowed else {"error": {}}).encode()
+            self.send_response(200 if allowed else 401)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Worker)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        assert discover_model(url, "inner") == "served-name"
+        with pytest.raises(FleetConfigError, match="cannot ask worker"):
+            discover_model(url)
+    finally:
+        server.shutdown()

@@ -177,26 +177,29 @@ def test_sharded_checkpoint_with_missing_shard(
     assert missing.name in message and "missing" in message
 
 
-def test_yarn_rope_is_unsupported(folder: Path) -> None:
+def test_longrope_is_unsupported(folder: Path) -> None:
     edit_config(
         folder,
         rope_parameters={
-            "rope_type": "yarn",
+            "rope_type": "longrope",
             "rope_theta": 10000.0,
             "factor": 4.0,
             "original_max_position_embeddings": 128,
         },
     )
     message = broken_load(folder, UnsupportedModelError)
-    assert "config.json" in message and "yarn" in message
+    assert "config.json" in message and "longrope" in message
 
 
-def test_legacy_yarn_rope_scaling_is_unsupported(folder: Path) -> None:
+def test_legacy_longrope_scaling_is_unsupported(folder: Path) -> None:
     edit_config(
-        folder, drop=("rope_parameters",), rope_theta=10000.0, rope_scaling={"type": "yarn", "factor": 4.0}
+        folder,
+        drop=("rope_parameters",),
+        rope_theta=10000.0,
+        rope_scaling={"type": "longrope", "factor": 4.0},
     )
     message = broken_load(folder, UnsupportedModelError)
-    assert "config.json" in message and "yarn" in message
+    assert "config.json" in message and "longrope" in message
 
 
 def test_gelu_activation_is_unsupported(folder: Path) -> None:
@@ -205,10 +208,23 @@ def test_gelu_activation_is_unsupported(folder: Path) -> None:
     assert "config.json" in message and "gelu" in message
 
 
-def test_qwen_per_layer_sliding_window_is_unsupported(folder: Path) -> None:
+def test_qwen_sliding_window_without_a_window_is_an_error(folder: Path) -> None:
     edit_config(folder, architectures=["Qwen2ForCausalLM"], model_type="qwen2", use_sliding_window=True)
-    message = broken_load(folder, UnsupportedModelError)
+    message = broken_load(folder, ModelLoadError)
     assert "config.json" in message and "use_sliding_window" in message
+
+
+def test_unknown_layer_types_are_unsupported(folder: Path) -> None:
+    edit_config(
+        folder,
+        architectures=["Qwen2ForCausalLM"],
+        model_type="qwen2",
+        use_sliding_window=True,
+        sliding_window=8,
+        layer_types=["chunked_attention", "full_attention"],
+    )
+    message = broken_load(folder, UnsupportedModelError)
+    assert "config.json" in message and "layer_types" in message
 
 
 @pytest.mark.parametrize(

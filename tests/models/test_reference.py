@@ -1,10 +1,12 @@
 """Reference tests: Switchyard's forward pass over the paged KV cache against Hugging Face transformers.
 
-Every architecture the model code claims (Llama, Qwen2, Qwen3, Mistral) is built as a tiny random model by
+Every architecture the model code claims (Llama, Qwen2, Qwen3, Mistral, and the mixtures of experts Mixtral,
+Qwen2-MoE with its shared expert, Qwen3-MoE with normalised top-k) is built as a tiny random model by
 transformers, saved, loaded by `load_model` and compared through every step layout the engine produces:
 several prompts prefilled in one forward, chunked prefill, batched decodes, decodes mixed with a prefill chunk,
 and greedy generation. Variants cover grouped-query and multi-query attention, tied and untied embeddings, the
-"linear" and "llama3" rope scalings, and Mistral's sliding window shorter than the sequences.
+"linear", "llama3" and "yarn" rope scalings, Mistral's and Mixtral's sliding window shorter than the sequences,
+and a Qwen2-MoE with a dense layer beside its sparse one.
 
 The models use initializer_range=0.1 instead of the usual 0.02. At 0.02 attention is nearly uniform and the
 logits barely depend on positions: switching rope scaling on changes them by only ~2e-3, too close to the
@@ -50,6 +52,21 @@ LLAMA3_ROPE: dict[str, Any] = {
     "original_max_position_embeddings": 64,
 }
 LINEAR_ROPE: dict[str, Any] = {"rope_type": "linear", "rope_theta": 10000.0, "factor": 2.0}
+# An original context of 64 puts head_dim 16's correction range (beta_fast 32, beta_slow 1) at dimensions
+# [0, 3]: frequency 0 is kept, 1 and 2 are blended, 3 to 7 are interpolated; factor 8 (the tiny shape's 512
+# positions over 64) gives an attention factor of 1.21.
+YARN_ROPE: dict[str, Any] = {
+    "rope_type": "yarn",
+    "rope_theta": 10000.0,
+    "factor": 8.0,
+    "original_max_position_embeddings": 64,
+}
+
+QWEN_WINDOWS: dict[str, Any] = {
+    "use_sliding_window": True,
+    "sliding_window": SLIDING_WINDOW,
+    "max_window_layers": 1,
+}
 
 # name -> (arch, config overrides). The tiny shape has 4 query heads and 2 KV heads (GQA) and untied
 # embeddings; each architecture also runs as MQA (1 KV head) with tied embeddings.
@@ -60,6 +77,16 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "llama-rope-llama3": ("llama", {"rope_parameters": LLAMA3_ROPE}),
     "qwen2-rope-llama3": ("qwen2", {"rope_parameters": LLAMA3_ROPE}),
     "mistral-sliding-window": ("mistral", {"sliding_window": SLIDING_WINDOW}),
+    "llama-rope-yarn": ("llama", {"rope_parameters": YARN_ROPE}),
+    "qwen3_moe-rope-yarn": ("qwen3_moe", {"rope_parameters": YARN_ROPE}),
+    "mixtral-sliding-window": ("mixtral", {"sliding_window": SLIDING_WINDOW}),
+    # Per-layer windows: Qwen2 windows the layers from max_window_layers on (layer 1 here), Qwen2-MoE the
+    # even-indexed ones below it (layer 0 here); the other layer attends to everything.
+    "qwen2-layer-windows": ("qwen2", QWEN_WINDOWS),
+    "qwen2_moe-layer-windows": ("qwen2_moe", {**QWEN_WINDOWS, "max_window_layers": 2}),
+    "qwen3_moe-sliding-window": ("qwen3_moe", {"use_sliding_window": True, "sliding_window": SLIDING_WINDOW}),
+    # Qwen2-MoE's layer 0 a dense MLP (mlp_only_layers), layer 1 the expert mixture with its shared expert.
+    "qwen2_moe-dense-layer-0": ("qwen2_moe", {"mlp_only_layers": [0]}),
 }
 # Lengths chosen to straddle block boundaries and, for the sliding-window variant, to exceed the window; one
 # single-token prompt exercises the smallest prefill span.
@@ -286,6 +313,29 @@ def test_legacy_rope_scaling_config_loads_the_same(variant: str, tmp_path: Path)
         _, model_cls = ARCHS[arch]
         legacy_hf = model_cls.from_pretrained(legacy, dtype=torch.float32).eval()
         assert max_error(hf_logits(legacy_hf, prompt)[-1], expected) < FP32_ATOL, style
+
+
+@pytest.mark.parametrize(
+    ("variant", "expected"), [("qwen2-layer-windows", (None, 8)), ("qwen2_moe-layer-windows", (8, None))]
+)
+def test_per_layer_windows_are_exercised(
+    variant: str, expected: tuple[int | None, ...], tmp_path: Path
+) -> None:
+    """The Qwen per-layer variants really mix a windowed and a full layer, on both sides: Switchyard's config
+    reads the same layer as windowed as transformers' layer_types, and transformers' logits change when the
+    window is taken away."""
+    arch, overrides = VARIANTS[variant]
+    hf = build_hf_model(arch, tmp_path, initializer_range=INITIALIZER_RANGE, **overrides)
+    config = load_model(tmp_path).config
+    assert tuple(config.window_of(i) for i in range(2)) == expected
+    assert [t == "sliding_attention" for t in hf.config.layer_types] == [w is not None for w in expected]
+    assert config.release_window is None  # a full-attention layer needs every block
+    prompt = random_prompts((max(PROMPT_LENGTHS),), seed=11)[0]
+    windowed = hf_logits(hf, prompt)[-1]
+    hf.config.layer_types = ["full_attention"] * 2
+    for layer in hf.model.layers:
+        layer.self_attn.sliding_window = None
+    assert max_error(windowed, hf_logits(hf, prompt)[-1]) > 100 * FP32_ATOL
 
 
 def test_sliding_window_is_exercised(tmp_path: Path) -> None:

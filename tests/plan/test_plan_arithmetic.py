@@ -190,3 +190,59 @@ def test_a_speculator_adds_its_weights_and_no_cache(tmp_path, capsys: pytest.Cap
     Speculator(SpeculatorConfig(hidden_size=64, vocab_size=320)).save(folder)
     assert main(["plan", "qwen2.5-7b", "--device", "h100-80g", "--speculative-model", str(folder)]) == 0
     assert "speculator weights (speculative)" in capsys.readouterr().out
+
+
+def test_mixtral_8x7b_active_and_total_by_hand() -> None:
+    # Mixtral-8x7B: 32 layers, every MLP 8 experts of intermediate 14336, top 2; published as 46.7B parameters,
+    # 12.9B active per token.
+    hidden, layers = 4096, 32
+    attention = 4096 * 4096 + 2 * 4096 * 1024 + 4096 * 4096
+    expert = 3 * hidden * 14336
+    params = count_parameters(shape("mixtral-8x7b"))
+    assert params.experts == layers * 8 * expert
+    assert params.active_experts == layers * 2 * expert
+    assert params.linear == layers * (attention + 8 * expert)
+    assert params.other == layers * (2 * hidden + 8 * hidden) + hidden  # norms, routers, final norm
+    assert params.total == 46_702_792_704
+    assert params.active == params.total - 6 * layers * expert == 12_879_925_248
+
+
+def test_qwen_moe_counts_shared_experts_and_dense_layers() -> None:
+    # Qwen3-30B-A3B: 48 sparse layers of 128 experts (intermediate 768), top 8: 30.5B held, 3.3B active.
+    qwen3 = count_parameters(shape("qwen3-30b-a3b"))
+    assert round(qwen3.total / 1e9, 1) == 30.5 and round(qwen3.active / 1e9, 1) == 3.4
+    # Qwen1.5-MoE-A2.7B: 60 experts (1408), top 4, and a shared expert (5632) always on: 14.3B held, 2.7B active.
+    qwen2 = count_parameters(shape("qwen1.5-moe-a2.7b"))
+    assert round(qwen2.total / 1e9, 1) == 14.3 and round(qwen2.active / 1e9, 1) == 2.7
+    # A layer listed in mlp_only_layers keeps a dense MLP of intermediate_size and has no experts.
+    mixed = ModelArchConfig.from_dict({**NAMED_SHAPES["qwen1.5-moe-a2.7b"], "mlp_only_layers": [0]})
+    fewer = count_parameters(mixed)
+    per_layer_experts = 60 * 3 * 2048 * 1408
+    assert qwen2.experts - fewer.experts == per_layer_experts
+    shared_expert, dense_mlp = 3 * 2048 * 5632, 3 * 2048 * 5632  # shared_expert_ and intermediate_size
+    assert fewer.linear == qwen2.linear - per_layer_experts - shared_expert + dense_mlp
+    assert fewer.other == qwen2.other - 60 * 2048 - 2048  # its router and shared-expert gate
+
+
+def test_a_mixture_decode_step_reads_only_the_routed_experts() -> None:
+    """Batch 1 reads its top-2 of 8 experts per layer; large batches approach all of them (uniform routing)."""
+    plan = make_plan(
+        PlanInputs(
+            config=shape("mixtral-8x7b"),
+            model_name="mixtral-8x7b",
+            device=parse_device("h100-80g"),
+            batch_sizes=(1, 512),
+            context_len=16,
+        )
+    )
+    params, element = plan.params, 2
+    kv = plan.kv_bytes_per_token_per_device * 16
+    one, many = plan.decode
+    # Batch 1: everything but the 6 experts per layer it was not routed to, and one embedding row.
+    unread_experts = params.experts * element * 6 // 8
+    assert one.bytes_per_step == pytest.approx(
+        plan.weights_bytes_per_device - unread_experts - params.embedding * element + 4096 * element + kv,
+        rel=1e-9,
+    )
+    assert many.bytes_per_step > plan.weights_bytes_per_device - params.embedding * element
+    assert one.bytes_per_step < 0.3 * plan.weights_bytes_per_device

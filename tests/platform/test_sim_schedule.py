@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from switchyard.platform.jobs import CheckpointPolicy, JobSpec, PriorityClass
@@ -108,3 +110,32 @@ def test_a_grace_period_holds_the_gpus_and_the_serving_job_waits_for_it() -> Non
         ("B", 45.0, 65.0, False),
         ("S", 45.0, 95.0, False),
     ]
+
+
+def test_results_do_not_depend_on_the_string_hash_seed() -> None:
+    """Sets of node and team names must never decide an outcome: two hash seeds, one answer."""
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "from switchyard.platform.simulator.synthetic import synthetic_trace, SyntheticConfig\n"
+        "from switchyard.platform.simulator.engine import Simulation, SimConfig\n"
+        "from switchyard.platform.policy.fair_share import FairSharePolicy\n"
+        "t = synthetic_trace(SyntheticConfig(nodes=16, hours=6.0, load=1.2, seed=5, warmup_hours=1.0))\n"
+        "r = Simulation(t, FairSharePolicy(t.quotas), SimConfig(decide_every_s=10)).run()\n"
+        "print(repr((r.utilisation, r.gpu_hours_lost, r.jain, r.gang_idle_gpu_fraction, r.wait_p99_s)))\n"
+    )
+    root = str(Path(__file__).resolve().parents[2])
+    path = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
+    outputs = {
+        subprocess.run(
+            [sys.executable, "-c", script],
+            env={**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": path},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in ("1", "2")
+    }
+    assert len(outputs) == 1

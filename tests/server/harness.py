@@ -17,6 +17,7 @@ import openai
 from switchyard.config import EngineConfig
 from switchyard.engine.async_engine import AsyncLLMEngine
 from switchyard.engine.engine import LLMEngine
+from switchyard.engine.grammar_limits import GrammarLimits
 from switchyard.server.launch import DrainingServer, server_for
 from switchyard.server.state import ServerSettings
 from switchyard.server.tls import TlsFiles
@@ -97,6 +98,7 @@ def start_server(
     max_waiting: int = 512,
     engine_overrides: dict[str, Any] | None = None,
     tls: TlsFiles | None = None,
+    grammar_limits: GrammarLimits | None = None,
     **settings: Any,
 ) -> RunningServer:
     engine_args: dict[str, Any] = {
@@ -107,7 +109,7 @@ def start_server(
         **(engine_overrides or {}),
     }
     config = EngineConfig(model=str(model_dir), **engine_args)
-    engine = AsyncLLMEngine(LLMEngine(config), max_waiting=max_waiting)
+    engine = AsyncLLMEngine(LLMEngine(config), max_waiting=max_waiting, grammar_limits=grammar_limits)
     server = server_for(
         engine,
         ServerSettings(served_model_names=(MODEL,), **settings),

@@ -105,7 +105,7 @@ def test_the_engine_steps_while_a_prompt_is_being_tokenized(llm_engine: LLMEngin
     # A huge prompt takes seconds to tokenize; that must happen beside the engine's steps, not in their way.
     async def body(engine: AsyncLLMEngine) -> None:
         release = threading.Event()
-        tokenizer = engine.text._tokenizer
+        tokenizer = engine.text._small._tokenizer
         real_encode = tokenizer.encode
 
         def held_encode(*args: Any, **kwargs: Any) -> Any:
@@ -171,23 +171,38 @@ def test_a_chat_renders_and_reads_its_end_in_one_call(llm_engine: LLMEngine) -> 
     run(llm_engine, body)
 
 
-def test_full_waiting_queue_refuses_with_retry_after(llm_engine: LLMEngine) -> None:
+def test_full_waiting_queue_refuses_with_retry_after(tiny_model_dir: Path) -> None:
+    """max_waiting bounds the backlog: requests the batch has no room for (here one sequence at a time), not
+    those the next step will schedule."""
+    one_at_a_time = LLMEngine(
+        EngineConfig(
+            model=str(tiny_model_dir),
+            dtype="float32",
+            device="cpu",
+            max_model_len=256,
+            kv_cache_memory=8 << 20,
+            max_num_seqs=1,
+        )
+    )
+
     async def body(engine: AsyncLLMEngine) -> None:
         release = threading.Event()
         blocker = engine.run_in_engine_thread(release.wait)  # hold the engine thread so the adds queue up
-        adds = [asyncio.create_task(engine.add_request(f"r{i}", [5, 6, 7], SHORT)) for i in range(3)]
+        adds = [asyncio.create_task(engine.add_request(f"r{i}", [5, 6, 7], SHORT)) for i in range(4)]
         await asyncio.sleep(0.05)
         release.set()
         await blocker
         results = await asyncio.gather(*adds, return_exceptions=True)
-        assert not isinstance(results[0], BaseException)
-        for refused in results[1:]:
+        # r0 fits the batch; r1 is the one request allowed to wait behind it; r2 and r3 find that backlog full.
+        assert not isinstance(results[0], BaseException) and not isinstance(results[1], BaseException)
+        for refused in results[2:]:
             assert isinstance(refused, QueueFullError)
             assert refused.num_waiting == 1 and 1 <= refused.retry_after <= 60
-        async with results[0] as stream:  # type: ignore[union-attr]
-            assert [o async for o in stream][-1].finished
+        for admitted in results[:2]:
+            async with admitted as stream:  # type: ignore[union-attr]
+                assert [o async for o in stream][-1].finished
 
-    run(llm_engine, body, max_waiting=1)
+    run(one_at_a_time, body, max_waiting=1)
 
 
 def test_timeout_aborts_the_request(llm_engine: LLMEngine) -> None:

@@ -144,6 +144,30 @@ def test_resume_continues_the_step_count_and_matches_an_uninterrupted_run(rows, 
         torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
 
 
+def test_a_stop_request_checkpoints_the_finished_step_and_resume_loses_nothing(rows, tmp_path: Path) -> None:
+    """A preemption's SIGTERM sets the event: the run stops at the next step boundary with a checkpoint, and a
+    resume ends exactly where an uninterrupted run does."""
+    import threading
+
+    from switchyard_training.train_loop import TrainingPreempted
+
+    config = TrainConfig(max_steps=4, batch_rows=2, warmup_steps=1, checkpoint_every=100)  # no periodic save
+    straight = build_model(TINY_SHAPE, 1280, 2, 0, seed=0)
+    train_model(straight, rows, config, progress=False)
+
+    stop = threading.Event()
+    stop.set()
+    interrupted = build_model(TINY_SHAPE, 1280, 2, 0, seed=0)
+    with pytest.raises(TrainingPreempted) as preempted:
+        train_model(interrupted, rows, config, tmp_path, progress=False, stop=stop)
+    assert preempted.value.step == 1
+    resumed = build_model(TINY_SHAPE, 1280, 2, 0, seed=5)
+    result = train_model(resumed, rows, config, tmp_path, resume=True, progress=False)
+    assert result.steps == 4
+    for a, b in zip(straight.parameters(), resumed.parameters(), strict=True):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
+
+
 def test_budget_replans_the_schedule(rows) -> None:
     model = build_model(TINY_SHAPE, 1280, 2, 0, seed=0)
     config = TrainConfig(

@@ -9,6 +9,7 @@ Both models are transformers' `LlamaForCausalLM`, trained on CPU on examples pac
 from __future__ import annotations
 
 import json
+import threading
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -108,11 +109,13 @@ def train_default(
     resume: bool = False,
     recipe: DefaultRecipe | None = None,
     progress: bool = True,
+    stop: threading.Event | None = None,
 ) -> dict[str, TrainResult]:
     """Train and write both bundled models to `output_dir/<name>`; returns each model's TrainResult.
 
     The budget covers everything: corpus, tokenizer, both models and export. A model whose checkpoint dir
-    holds done.json is skipped on resume (its folder was already written).
+    holds done.json is skipped on resume (its folder was already written). `stop` (set by a SIGTERM) ends the
+    run at the next step boundary with a checkpoint (`TrainingPreempted`).
     """
     recipe = recipe or DefaultRecipe()
     started = time.monotonic()
@@ -154,7 +157,7 @@ def train_default(
         model, guard = build_guarded_model(shape, vocab, eos, pad, seed, induction, variants)
         pointer = pointer_supervision(recipe, shape, induction, vocab, variants, tokenizer)
         result = train_model(model, rows, config, model_ckpt, resume=resume, desc=name, progress=progress,
-                             guard=guard, pointer=pointer)  # fmt: skip
+                             guard=guard, pointer=pointer, stop=stop)  # fmt: skip
         card = model_card(name, role, count_parameters(model), shape, tokenizer.get_vocab_size(), seed, recipe,
                           rows, result, config, induction, reproduce_command(recipe, seed, time_budget_minutes))  # fmt: skip
         write_model_folder(model, tokenizer, output_dir / name, card, shape.max_position_embeddings)

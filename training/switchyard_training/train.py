@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
+import threading
 from dataclasses import replace
 from pathlib import Path
 
@@ -19,6 +21,7 @@ from switchyard_training.recipe import DefaultRecipe, with_row_len
 from switchyard_training.sessions import MAX_GROUP_SIZE
 from switchyard_training.tasks.context import GroundedForms
 from switchyard_training.tokenizer_training import WordStarts
+from switchyard_training.train_loop import TrainingPreempted
 
 
 def parse_mix(text: str) -> dict[Category, float]:
@@ -239,18 +242,32 @@ def main(argv: list[str] | None = None) -> int:
                 f"the recipe mixes real-world names into the corpus (--real-entity-share {recipe.real_entity_share:g}),"
                 " which needs Faker: pip install faker (or pass --real-entity-share 0)"
             )
+    # A scheduler's preemption (SIGTERM, then a grace period) checkpoints after the step in progress.
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: stop.set())
     try:
         results = train_default(args.output, args.checkpoint_dir, args.minutes, args.seed, args.resume, recipe,
-                                progress=not args.no_progress)  # fmt: skip
+                                progress=not args.no_progress, stop=stop)  # fmt: skip
     except ResumeMismatchError as error:
         print(f"switchyard train-default: error: {error}", file=sys.stderr)
         return 2
+    except TrainingPreempted as preempted:
+        print(
+            f"switchyard train-default: preempted after step {preempted.step}; checkpointed in "
+            f"{args.checkpoint_dir}: continue with --resume",
+            file=sys.stderr,
+        )
+        return PREEMPTED_EXIT
     for name, result in results.items():
         print(
             f"{name}: {result.steps} steps, {result.tokens_seen:,} tokens, final loss {result.final_loss:.4f}, "
             f"{result.wall_time_s / 60:.1f} min -> {Path(args.output) / name}"
         )
     return 0
+
+
+PREEMPTED_EXIT = 75
+"""EX_TEMPFAIL: stopped by a preemption with a checkpoint; run again with --resume."""
 
 
 if __name__ == "__main__":

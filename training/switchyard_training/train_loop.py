@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -162,6 +163,14 @@ def apply_update(
     scheduler.step()
 
 
+class TrainingPreempted(Exception):
+    """Asked to stop (`stop` set): the checkpoint holds every finished step; `--resume` continues from it."""
+
+    def __init__(self, step: int) -> None:
+        super().__init__(f"stopped after step {step}; the checkpoint holds it")
+        self.step = step
+
+
 def train_model(
     model: Any,
     rows: PackedRows,
@@ -173,10 +182,12 @@ def train_model(
     guard: CircuitGuard | None = None,
     pointer: PointerSupervision | None = None,
     clock: Callable[[], float] = time.monotonic,
+    stop: threading.Event | None = None,
 ) -> TrainResult:
     """Train `model` in place on `rows`; checkpoints to `checkpoint_dir/state.pt` when given. `guard`'s
     entries stay at their wired values throughout; `pointer` adds its copy-start attention loss. The time
-    budget reads `clock` (seconds), so tests can set each step's pace."""
+    budget reads `clock` (seconds), so tests can set each step's pace. When `stop` is set (a preemption's
+    SIGTERM), the run checkpoints after the step in progress and raises TrainingPreempted: no step is lost."""
     if rows.num_shared_tokens and not config.packed_attention:
         raise ValueError("rows with shared-prefix groups train only with packed_attention=True")
     optimizer = make_optimizer(model, config)
@@ -293,6 +304,9 @@ def train_model(
                     break
             if checkpoint_path is not None and step % config.checkpoint_every == 0:
                 checkpoint()
+            if stop is not None and stop.is_set():
+                checkpoint()
+                raise TrainingPreempted(step)
     except KeyboardInterrupt:
         checkpoint()
         raise

@@ -1,4 +1,5 @@
-"""`switchyard rag ingest|query|list`: build and search document collections from the command line."""
+"""`switchyard rag ingest|query|list`: build and search document collections from the command line; and
+`switchyard rag serve-embeddings`: the bundled MiniLM behind OpenAI's /v1/embeddings."""
 
 from __future__ import annotations
 
@@ -32,11 +33,38 @@ def build_parser() -> argparse.ArgumentParser:
     listing = commands.add_parser("list", help="list collections and their chunk counts")
     for sub in (ingest, query, listing):
         sub.add_argument("--db", default=None, help="database file (default $SWITCHYARD_HOME/rag.db)")
+    serve = commands.add_parser(
+        "serve-embeddings",
+        help="serve the bundled MiniLM at /v1/embeddings (for the fleet's semantic response cache)",
+    )
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8100)
+    serve.add_argument(
+        "--api-key", default=None, help="require `Authorization: Bearer KEY` (default: $SWITCHYARD_API_KEY)"
+    )
     return parser
+
+
+def serve_embeddings(args: argparse.Namespace) -> int:
+    import os
+
+    import uvicorn
+
+    from switchyard.agents.rag.embeddings import MiniLMEmbedder
+    from switchyard.agents.rag.embeddings_server import build_embeddings_app
+
+    embedder = MiniLMEmbedder()
+    embedder.embed(["warm up"])  # load the model before the port opens
+    api_key = args.api_key or os.environ.get("SWITCHYARD_API_KEY")
+    print(f"switchyard: embeddings on http://{args.host}:{args.port}/v1/embeddings", flush=True)
+    uvicorn.run(build_embeddings_app(embedder, api_key), host=args.host, port=args.port, log_level="warning")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.action == "serve-embeddings":
+        return serve_embeddings(args)
     try:
         from switchyard.agents.rag.embeddings import MiniLMEmbedder
         from switchyard.agents.rag.store import RagStore

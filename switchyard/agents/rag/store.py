@@ -1,8 +1,8 @@
 """Document retrieval (RAG): ingest files into named collections, retrieve ranked passages with sources.
 
 Retrieval is hybrid: a sqlite-vec nearest-neighbour search over MiniLM embeddings finds paraphrases, an FTS5
-BM25 search finds exact names and numbers, and reciprocal rank fusion merges the two lists without having to
-calibrate their scores. Everything lives in one SQLite file under `$SWITCHYARD_HOME/rag.db`.
+BM25 search finds exact names and numbers, and reciprocal rank fusion with cosine similarity breaking ties
+(`fusion.py`) merges the two lists. Everything lives in one SQLite file under `$SWITCHYARD_HOME/rag.db`.
 """
 
 from __future__ import annotations
@@ -17,12 +17,11 @@ from pathlib import Path
 
 from switchyard.agents.rag.chunking import Chunk, ChunkingConfig, chunk_document
 from switchyard.agents.rag.embeddings import Embedder, to_blob
+from switchyard.agents.rag.fusion import Candidates, FusionConfig, fuse
 from switchyard.agents.rag.loaders import SUPPORTED_SUFFIXES, DocumentError, LoadedDocument, load_document
 from switchyard.agents.sqlite_db import StoreError, connect
 from switchyard.home import switchyard_home
 
-RRF_K = 60
-"""Reciprocal rank fusion constant (Cormack et al. 2009): score = Σ 1 / (RRF_K + rank)."""
 _COLLECTION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _WORD = re.compile(r"\w+", re.UNICODE)
 STOPWORDS = frozenset(
@@ -85,7 +84,7 @@ class Passage:
     heading: str
     page: int | None
     score: float
-    """Fused RRF score (higher is better)."""
+    """Fused score (higher is better; `FusionConfig` says how)."""
     vector_rank: int | None = None
     keyword_rank: int | None = None
     chunk_id: int = 0
@@ -118,10 +117,12 @@ class RagStore:
         embedder: Embedder,
         path: str | os.PathLike[str] | None = None,
         chunking: ChunkingConfig | None = None,
+        fusion: FusionConfig | None = None,
     ) -> None:
         self.embedder = embedder
         self.path = Path(path) if path is not None else default_rag_path()
         self.chunking = chunking or ChunkingConfig()
+        self.fusion = fusion or FusionConfig()
         self._conn = connect(self.path, vectors=True)
         self._conn.executescript(
             f"""
@@ -300,19 +301,15 @@ class RagStore:
     # Retrieval
 
     def query(self, text: str, collection: str, k: int = 5, candidates: int = 50) -> list[Passage]:
-        """The `k` best passages for `text`: vector and keyword rankings (top `candidates` each) fused by RRF."""
+        """The `k` best passages for `text`: vector and keyword rankings (top `candidates` each) fused."""
         _check_collection(collection)
         if k <= 0 or not text.strip():
             return []
-        vector_ids = self._vector_search(text, collection, candidates)
-        keyword_ids = self._keyword_search(text, collection, candidates)
-        scores: dict[int, float] = {}
-        for ranking in (vector_ids, keyword_ids):
-            for rank, chunk_id in enumerate(ranking, 1):
-                scores[chunk_id] = scores.get(chunk_id, 0.0) + 1.0 / (RRF_K + rank)
-        best = sorted(scores, key=lambda cid: (-scores[cid], cid))[:k]
-        if not best:
+        found = self.candidates(text, collection, candidates)
+        fused = fuse(found, self.fusion)[:k]
+        if not fused:
             return []
+        best = [cid for cid, _ in fused]
         marks = ",".join("?" * len(best))
         rows = {
             r[0]: r
@@ -322,8 +319,8 @@ class RagStore:
                 best,
             )
         }
-        vector_rank = {cid: rank for rank, cid in enumerate(vector_ids, 1)}
-        keyword_rank = {cid: rank for rank, cid in enumerate(keyword_ids, 1)}
+        vector_rank = {cid: rank for rank, cid in enumerate(found.vector_ids, 1)}
+        keyword_rank = {cid: rank for rank, cid in enumerate(found.keyword_scores, 1)}
         return [
             Passage(
                 n=n,
@@ -332,36 +329,57 @@ class RagStore:
                 position=rows[cid][3],
                 heading=rows[cid][4],
                 page=rows[cid][5],
-                score=scores[cid],
+                score=score,
                 vector_rank=vector_rank.get(cid),
                 keyword_rank=keyword_rank.get(cid),
                 chunk_id=cid,
             )
-            for n, cid in enumerate(best, 1)
+            for n, (cid, score) in enumerate(fused, 1)
         ]
 
-    def _vector_search(self, text: str, collection: str, limit: int) -> list[int]:
-        vector = self.embedder.embed([text])[0]
-        rows = self._conn.execute(
-            "SELECT rowid FROM rag_vectors WHERE embedding MATCH ? AND k = ? AND collection = ? "
-            "ORDER BY distance",
-            (to_blob(vector), limit, collection),
-        )
-        return [int(r[0]) for r in rows]
+    def candidates(self, text: str, collection: str, limit: int = 50) -> Candidates:
+        """The top `limit` chunks by cosine and by BM25, with the cosine of every one of them."""
+        _check_collection(collection)
+        blob = to_blob(self.embedder.embed([text])[0])
+        vector = self._vector_search(blob, collection, limit)
+        keyword = self._keyword_search(text, collection, limit)
+        cosine = {cid: 1.0 - distance for cid, distance in vector}
+        missing = [cid for cid in keyword if cid not in cosine]
+        if missing:
+            marks = ",".join("?" * len(missing))
+            cosine.update(
+                (int(r[0]), 1.0 - float(r[1]))
+                for r in self._conn.execute(
+                    f"SELECT rowid, vec_distance_cosine(embedding, ?) FROM rag_vectors WHERE rowid IN ({marks})",
+                    (blob, *missing),
+                )
+            )
+        return Candidates(vector_ids=[cid for cid, _ in vector], keyword_scores=keyword, cosine=cosine)
 
-    def _keyword_search(self, text: str, collection: str, limit: int) -> list[int]:
+    def _vector_search(self, blob: bytes, collection: str, limit: int) -> list[tuple[int, float]]:
+        """(chunk id, cosine distance), nearest first."""
+        rows = self._conn.execute(
+            "SELECT rowid, distance FROM rag_vectors WHERE embedding MATCH ? AND k = ? AND collection = ? "
+            "ORDER BY distance",
+            (blob, limit, collection),
+        )
+        return [(int(r[0]), float(r[1])) for r in rows]
+
+    def _keyword_search(self, text: str, collection: str, limit: int) -> dict[int, float]:
+        """Chunk id -> BM25 score (higher is better), best first."""
         words = [w for w in dict.fromkeys(w.lower() for w in _WORD.findall(text)) if w not in STOPWORDS]
         if not words:
-            return []
+            return {}
         terms = " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
         # The collection is an indexed token of its own column, so the filter is part of the index lookup;
         # filtering on a column read from rag_chunks cost a row lookup per match (seconds at 10k chunks).
-        # Weight 0 keeps that token out of the BM25 score.
+        # Weight 0 keeps that token out of the BM25 score. FTS5's bm25() is negative, lower is better.
         rows = self._conn.execute(
-            "SELECT rowid FROM rag_fts WHERE rag_fts MATCH ? ORDER BY bm25(rag_fts, 1.0, 1.0, 0.0) LIMIT ?",
+            "SELECT rowid, -bm25(rag_fts, 1.0, 1.0, 0.0) AS score FROM rag_fts WHERE rag_fts MATCH ? "
+            "ORDER BY score DESC LIMIT ?",
             (f'collection_key : "{_collection_key(collection)}" AND ({terms})', limit),
         )
-        return [int(r[0]) for r in rows]
+        return {int(r[0]): float(r[1]) for r in rows}
 
     def close(self) -> None:
         self._conn.close()

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import torch
 
+from switchyard.models.config import ModelArchConfig
 from switchyard.models.llama import LlamaForCausalLM
 from switchyard.models.loader import load_model
 from switchyard.models.packed_linear import pack_linear_layers
@@ -23,9 +24,11 @@ def load_rank_model(
     quantization: str | None,
     rank: int,
     world_size: int,
+    config: ModelArchConfig | None = None,
 ) -> LlamaForCausalLM:
-    """Rank `rank`'s shard, quantized as asked (or as the checkpoint is); not yet packed (the caller decides)."""
-    full = load_model(folder, dtype, device, max_positions=max_model_len)
+    """Rank `rank`'s shard, quantized as asked (or as the checkpoint is); not yet packed (the caller decides).
+    `config`: the folder's, adjusted (`with_long_context`; rank 0 only: other ranks read the folder's)."""
+    full = load_model(folder, dtype, device, max_positions=max_model_len, config=config)
     model = shard_model(full, rank, world_size) if world_size > 1 else full
     del full
     spec = (

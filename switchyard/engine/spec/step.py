@@ -167,9 +167,11 @@ class SpeculativeStep:
         self, seq: Sequence, accepted: int, block_manager: BlockManager, result: ForwardResult
     ) -> None:
         """After a verdict's tokens were appended to an unfinished sequence: free the blocks past its end,
-        cache its full blocks, and hand a speculator the hidden state behind its newest token."""
+        cache its full blocks, release those a sliding window left behind, and hand a speculator the hidden
+        state behind its newest token."""
         block_manager.trim(seq, seq.num_tokens)
         block_manager.cache_full_blocks(seq)
+        block_manager.release_outside_window(seq)
         if self.decoder.wants_hidden_states:  # row `accepted` gave the newest token
             self.decoder.observe(seq, result.verify_hidden[seq.seq_id][accepted])
 

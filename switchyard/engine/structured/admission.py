@@ -106,5 +106,7 @@ class GrammarAdmission:
 
     def _attach(self, request: Request, compiled: CompiledGrammar) -> None:
         request.compiled_grammar = compiled
+        spec = request.params.structured_outputs
+        request.output_check = self.manager.output_check(spec) if spec is not None else None
         for seq in request.sequences:
             seq.grammar = self.matcher(request)

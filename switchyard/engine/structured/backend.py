@@ -57,7 +57,12 @@ class GrammarBackend(Protocol):
 def create_backend(
     name: str, tokenizer: Any, vocab_size: int, stop_token_ids: Sequence[int]
 ) -> GrammarBackend:
-    """The named backend for this tokenizer; `xgrammar` (default) or `llguidance` (optional dependency)."""
+    """The named backend for this tokenizer: `auto` (default: each spec to the library that enforces it
+    exactly), `xgrammar` or `llguidance`."""
+    if name == "auto":
+        from switchyard.engine.structured.auto import AutoBackend
+
+        return AutoBackend(tokenizer, vocab_size, stop_token_ids)
     if name == "xgrammar":
         from switchyard.engine.structured.xgrammar import XGrammarBackend
 
@@ -66,4 +71,4 @@ def create_backend(
         from switchyard.engine.structured.llguidance import LLGuidanceBackend
 
         return LLGuidanceBackend(tokenizer, vocab_size, stop_token_ids)
-    raise ValueError(f"unknown structured-output backend {name!r}; choose xgrammar or llguidance")
+    raise ValueError(f"unknown structured-output backend {name!r}; choose auto, xgrammar or llguidance")

@@ -1,4 +1,5 @@
-"""The llguidance backend (optional: `pip install llguidance`), kept so the two libraries can be compared.
+"""The llguidance backend: the `auto` backend's engine for JSON schemas xgrammar approximates, or all specs with
+`--structured-outputs-backend llguidance`.
 
 Same JSON conventions as the xgrammar backend (fixed ", " / ": " separators, no free whitespace). Structural
 tags are xgrammar's format and are not supported here; tool calling needs the xgrammar backend.

@@ -10,6 +10,9 @@ Grammars compile on a small thread pool, never on the step loop: a request whose
 waits outside the scheduler (see LLMEngine) while other requests keep decoding. Compiled grammars are cached
 by content, so a schema sent with every request compiles once.
 
+Every compiled spec also gets an independent checker of finished outputs (`output_check.py`), built on the
+compile pool and cached beside the grammar, so that a backend's approximation is caught, not returned.
+
 Recompute preemption keeps a sequence's tokens, so its matcher state stays valid and needs no rollback;
 `GrammarMatcher.rollback` exists for speculative decoding, which un-accepts rejected proposal tokens.
 """
@@ -26,6 +29,7 @@ from dataclasses import dataclass, field
 import torch
 
 from switchyard.engine.structured.backend import CompiledGrammar, GrammarBackend, GrammarMatcher
+from switchyard.engine.structured.output_check import OutputCheck, output_check
 from switchyard.engine.structured.params import StructuredOutputsParams
 from switchyard.errors import InvalidRequestError
 
@@ -45,6 +49,9 @@ class StructuredOutputStats:
     rejected_tokens: int = 0
     """Sampled tokens the matcher refused: always 0 unless a backend has a bug."""
     by_kind: dict[str, int] = field(default_factory=dict)
+    invalid_outputs: dict[tuple[str, str], int] = field(default_factory=dict)
+    """Finished outputs that broke their spec, by (backend, construct): always empty unless a backend has a bug."""
+    checked_outputs: int = 0
 
 
 class StructuredOutputManager:
@@ -55,6 +62,8 @@ class StructuredOutputManager:
         self.cache_size = cache_size
         self._cache: OrderedDict[str, CompiledGrammar] = OrderedDict()
         self._inflight: dict[str, Future[CompiledGrammar]] = {}
+        self._checks: dict[str, OutputCheck | None] = {}
+        """Output checkers by the same key as `_cache`, evicted with their grammar."""
         self._lock = threading.Lock()
         self._executor = ThreadPoolExecutor(max_workers=compile_threads, thread_name_prefix="grammar-compile")
         self._bitmask: torch.Tensor | None = None
@@ -85,6 +94,7 @@ class StructuredOutputManager:
         start = time.perf_counter()
         try:
             compiled = self.backend.compile(spec)
+            check = output_check(spec)
         except InvalidRequestError:
             with self._lock:
                 self.stats.failed += 1
@@ -99,8 +109,10 @@ class StructuredOutputManager:
             ) from exc
         with self._lock:
             self._cache[key] = compiled
+            self._checks[key] = check
             while len(self._cache) > self.cache_size:
-                self._cache.popitem(last=False)
+                evicted, _ = self._cache.popitem(last=False)
+                self._checks.pop(evicted, None)
             self._inflight.pop(key, None)
             self.stats.compiled += 1
             self.stats.compile_seconds += time.perf_counter() - start
@@ -109,6 +121,24 @@ class StructuredOutputManager:
 
     def new_matcher(self, compiled: CompiledGrammar) -> GrammarMatcher:
         return self.backend.new_matcher(compiled)
+
+    def output_check(self, spec: StructuredOutputsParams) -> OutputCheck | None:
+        """The checker of `spec`'s finished outputs (built with its grammar; built now if evicted since)."""
+        key = spec.cache_key()
+        with self._lock:
+            if key in self._checks:
+                return self._checks[key]
+        return output_check(spec)
+
+    def backend_name(self, compiled: CompiledGrammar) -> str:
+        """The library that compiled `compiled` (the `auto` backend routes each spec to one of two)."""
+        backend_of = getattr(self.backend, "backend_of", None)
+        return backend_of(compiled) if backend_of is not None else self.backend.name
+
+    def record_invalid_output(self, backend: str, construct: str) -> None:
+        key = (backend, construct)
+        with self._lock:
+            self.stats.invalid_outputs[key] = self.stats.invalid_outputs.get(key, 0) + 1
 
     def mask_logits(
         self, logits: torch.Tensor, matchers: Sequence[GrammarMatcher | None], keep: bool = False

@@ -12,6 +12,7 @@ from typing import Any
 from switchyard.fleet.errors import BadRequestError, UnknownRequestError
 from switchyard.fleet.online_eval.log import Feedback
 from switchyard.fleet.online_eval.recorder import OnlineEvalRecorder
+from switchyard.json_text import lone_surrogate_path
 
 
 def parse_feedback(raw: bytes, tenant: str, created: float) -> Feedback:
@@ -22,6 +23,9 @@ def parse_feedback(raw: bytes, tenant: str, created: float) -> Feedback:
         raise BadRequestError("The body must be a JSON object.") from exc
     if not isinstance(body, dict):
         raise BadRequestError("The body must be a JSON object.")
+    bad = lone_surrogate_path(body)  # SQLite could not store it
+    if bad is not None:
+        raise BadRequestError(f"`{bad}` holds a lone UTF-16 surrogate, which is not valid text.", param=bad)
     request_id = body.get("request_id")
     if not isinstance(request_id, str) or not request_id:
         raise BadRequestError("`request_id` must be the id of a logged request.", param="request_id")

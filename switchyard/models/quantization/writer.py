@@ -17,6 +17,7 @@ import torch
 from safetensors.torch import save_file
 
 from switchyard.errors import ModelLoadError
+from switchyard.models.config import ModelArchConfig
 from switchyard.models.quantization.checkpoint import checkpoint_quantization, compressed_tensors_config
 from switchyard.models.quantization.int8_linear import quantize_per_channel
 from switchyard.models.quantization.smoothing import activation_maxima, smooth, smoothed_groups
@@ -48,6 +49,10 @@ def quantize_checkpoint(job: QuantizeJob) -> Path:
         raise FileExistsError(f"{job.output} already exists")
     if checkpoint_quantization(job.source) is not None:
         raise ModelLoadError("the checkpoint is already quantized", str(job.source))
+    if ModelArchConfig.from_folder(job.source).moe is not None:
+        # transformers holds the experts fused in memory; written back they would not be the per-expert
+        # tensors a checkpoint (and Switchyard's loader) names. Quantizing at load (--quantization) works.
+        raise ValueError("switchyard quantize does not write mixture-of-experts checkpoints yet")
     import transformers
 
     model = transformers.AutoModelForCausalLM.from_pretrained(job.source, dtype=torch.float32).eval()

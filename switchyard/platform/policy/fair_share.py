@@ -173,7 +173,7 @@ class FairSharePolicy:
                     over_share=over_share(state.running_gpus.get(job.team, 0), quota.guaranteed_gpus),
                     lost_gpu_s=job.work_at_risk_s(state.now) * job.spec.gpus,
                 )
-                for node_id in placement.node_ids:
+                for node_id in sorted(placement.node_ids):
                     by_node.setdefault(node_id, []).append(candidate)
             for ranked in by_node.values():
                 ranked.sort(key=lambda c: c.key)

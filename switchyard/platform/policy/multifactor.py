@@ -44,7 +44,9 @@ class MultifactorPriority:
         self.max_reservations = max_reservations
 
     def _fair_share_factor(self, team: str, cluster: ClusterView) -> float:
-        teams = set(self.quotas) | {team}
+        teams = sorted(
+            set(self.quotas) | {team}
+        )  # sorted: float sums in a fixed order, same answer every run
         total_weight = sum(self.quotas[t].weight if t in self.quotas else 1.0 for t in teams)
         share = (self.quotas[team].weight if team in self.quotas else 1.0) / total_weight
         total_usage = sum(cluster.usage.decayed_gpu_s(t) for t in teams)

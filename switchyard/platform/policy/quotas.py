@@ -43,7 +43,7 @@ def weighted_entitlement(
     active = {team for team, want in demand.items() if want > 0}
     left = float(capacity)
     while active and left > 1e-9:
-        total_weight = sum(weights.get(team, 1.0) for team in active)
+        total_weight = sum(weights.get(team, 1.0) for team in sorted(active))
         per_weight = left / total_weight
         satisfied = {
             team
@@ -54,7 +54,7 @@ def weighted_entitlement(
             for team in active:
                 share[team] += per_weight * weights.get(team, 1.0)
             break
-        for team in satisfied:
+        for team in sorted(satisfied):
             left -= demand[team] - share[team]
             share[team] = demand[team]
         active -= satisfied

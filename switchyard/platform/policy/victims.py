@@ -34,8 +34,10 @@ class Candidate:
 class VictimChoice:
     node_id: str
     victims: tuple[Job, ...]
-    cost: tuple[int, float, int]
-    """(highest victim class, GPU-seconds lost, GPUs taken): compared between nodes, smallest wins."""
+    cost: tuple[int, float, int, int]
+    """(highest victim class, GPU-seconds lost, GPUs taken, minus the smallest budget a victim's team keeps):
+    compared between nodes, smallest wins. The last term spreads preemptions over teams with budget to spare,
+    so one team's exhausted budget does not leave the next serving job without victims."""
 
 
 def over_share(team_running: int, guaranteed: int) -> float:
@@ -112,7 +114,8 @@ def choose_on_nodes(
             top_class = max(top_class, int(job.priority_class))
         if have < need or not chosen:
             continue
-        cost = (top_class, lost, sum(job.spec.gpus for job in chosen))
-        if best is None or cost < best.cost:
+        kept = min(allowance.get(team, 0) - taken for team, taken in taken_per_team.items())
+        cost = (top_class, lost, sum(job.spec.gpus for job in chosen), -kept)
+        if best is None or (cost, node_id) < (best.cost, best.node_id):
             best = VictimChoice(node_id=node_id, victims=tuple(chosen), cost=cost)
     return best

@@ -195,16 +195,14 @@ class Simulation:
         if job.state is JobState.RUNNING:  # a stopping job left the team's count when it was told to stop
             self.running_gpus[job.team] -= job.spec.gpus
         self.busy -= placement.gpu_count
-        assert job.started_at is not None
-        job.gpu_seconds += (self.now - job.started_at) * job.spec.gpus
+        job.gpu_seconds += (self.now - _started(job)) * job.spec.gpus
         if finished:
             self.runs.append(self._run_record(job, placement, preempted=False))
 
     def _run_record(self, job: Job, placement: Placement, *, preempted: bool) -> ScheduledRun:
-        assert job.started_at is not None
         return ScheduledRun(
             job_id=job.id,
-            start=job.started_at,
+            start=_started(job),
             end=self.now,
             preempted=preempted,
             node_ids=tuple(sorted(placement.node_ids)),
@@ -258,8 +256,7 @@ class Simulation:
     def _preempt(self, job: Job) -> bool:
         """Tell a job to stop: it keeps what it checkpointed, and its GPUs return after the grace period."""
         live = self.live[job.id]
-        assert job.started_at is not None and job.placement is not None
-        ran = self.now - job.started_at
+        ran = self.now - _started(job)
         lost = min(job.work_at_risk_s(self.now), ran)
         if job.spec.checkpoint is None:
             live.remaining_s = live.trace.work_s  # nothing saved: it starts over
@@ -273,7 +270,7 @@ class Simulation:
             )
         )
         self.metrics.preempted(self.now, lost_gpu_s)
-        self.runs.append(self._run_record(job, job.placement, preempted=True))
+        self.runs.append(self._run_record(job, self.cluster.allocations[job.id], preempted=True))
         live.version += 1
         grace = job.spec.checkpoint.grace_period_s if job.spec.checkpoint else 0.0
         if grace > 0:
@@ -284,3 +281,13 @@ class Simulation:
         self._stop_running(job, finished=False)
         self._enqueue(job)
         return True
+
+
+class SimulationError(RuntimeError):
+    """The simulator's own bookkeeping disagrees with itself (a bug, not bad input)."""
+
+
+def _started(job: Job) -> float:
+    if job.started_at is None:
+        raise SimulationError(f"job {job.id!r} is treated as running but has no start time")
+    return job.started_at

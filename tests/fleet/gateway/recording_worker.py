@@ -18,7 +18,8 @@ OUTPUT_TOKENS = 3
 
 
 class RecordingWorker:
-    def __init__(self, cut_after: int = 4) -> None:
+    def __init__(self, cut_after: int = 4, gate: threading.Event | None = None) -> None:
+        """`gate`: when given, each request is held after it was recorded until the gate is set."""
         self.bodies: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.cut_after = cut_after
@@ -37,6 +38,8 @@ class RecordingWorker:
                 body = json.loads(self.rfile.read(int(self.headers["content-length"])))
                 worker.bodies.append(body)
                 worker.headers.append({name.lower(): value for name, value in self.headers.items()})
+                if gate is not None:
+                    gate.wait(timeout=60)
                 if body.get("stream"):
                     self._cut_stream()
                     return

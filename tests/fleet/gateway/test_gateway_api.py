@@ -133,6 +133,32 @@ def test_malformed_bodies_get_openai_errors(gateway: RunningGateway) -> None:
     assert "x-request-id" in no_model.headers
 
 
+def test_text_that_cannot_be_encoded_is_400_at_the_gateway(gateway: RunningGateway) -> None:
+    """A lone surrogate would fail in routing's prompt hashing or the metrics: refused where the body is read."""
+    raw = '{"model": "tiny", "messages": [{"role": "user", "content": "\\ud800"}], "user": "ok"}'
+    limits = httpx.Limits(max_connections=1)
+    with httpx.Client(base_url=gateway.base_url, timeout=60, limits=limits) as http:
+        refused = http.post("/v1/chat/completions", content=raw, headers={"content-type": "application/json"})
+        assert refused.status_code == 400, refused.text
+        assert refused.json()["error"]["param"] == "messages.0.content"
+        assert http.get("/health").status_code == 200
+
+
+def test_an_unexpected_error_is_a_500_that_keeps_the_connection(gateway: RunningGateway) -> None:
+    app = gateway.server.config.app
+
+    async def broken() -> None:
+        raise RuntimeError("a bug no handler maps")
+
+    app.router.add_api_route("/test-only/broken", broken, methods=["GET"])
+    with httpx.Client(base_url=gateway.base_url, timeout=60, limits=httpx.Limits(max_connections=1)) as http:
+        first = http.get("/test-only/broken")
+        assert first.status_code == 500 and first.json()["error"]["type"] == "server_error"
+        stream = first.extensions["network_stream"]
+        second = http.get("/health")
+        assert second.status_code == 200 and second.extensions["network_stream"] is stream
+
+
 def test_health_models_replicas_and_metrics(gateway: RunningGateway, client: openai.OpenAI) -> None:
     client.completions.create(model="tiny-qwen", prompt="hi", max_tokens=2)
     with gateway.http() as http:

@@ -72,3 +72,23 @@ def test_a_slow_answer_counts_towards_the_breaker_and_an_answer_brings_it_back(r
             assert replica.health is ReplicaHealth.HEALTHY and not pool.breaker(replica).is_open
 
     asyncio.run(scenario())
+
+
+def test_an_ejected_replica_whose_breaker_a_late_success_closed_is_probed_back(replicas: Replicas) -> None:
+    """Ejected by a failed check while a request was in flight, which then succeeded: the breaker closed
+    with the replica still out, and no probe would ever be due."""
+
+    async def scenario() -> None:
+        now = [0.0]
+        pool = pool_of(replicas.a.url, now=now)
+        (replica,) = pool.replicas
+        replica.health = ReplicaHealth.HEALTHY
+        pool.fail_check(replica)
+        pool.record_success(replica)  # the request that was in flight answers
+        assert replica.health is ReplicaHealth.EJECTED and not pool.breaker(replica).is_open
+        async with httpx.AsyncClient() as client:
+            checker = HealthChecker([pool], client, interval=0.2, timeout=5.0, clock=lambda: now[0])
+            await checker.check(pool, replica)
+        assert replica.health is ReplicaHealth.HEALTHY
+
+    asyncio.run(scenario())

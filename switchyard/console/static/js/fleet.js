@@ -76,9 +76,13 @@ export class FleetView {
       const passed = s.sum(`${M}online_eval_judge_passed`, where);
       const ratings = labels.shadow === "false" ? s.sum(`${M}online_eval_ratings`, { pool: labels.pool }) : 0;
       const ratingSum = labels.shadow === "false" ? s.sum(`${M}online_eval_rating_sum`, { pool: labels.pool }) : 0;
+      const latencySum = s.sum(`${M}online_eval_latency_seconds_sum`, where);
+      const latencyCount = s.sum(`${M}online_eval_latency_seconds_count`, where);
       return [
         labels.pool, labels.shadow, count(value), count(judged), judged ? percent(passed / judged) : "–",
         count(ratings), ratings ? fixed(ratingSum / ratings, 2) : "–",
+        latencyCount ? `${fixed(latencySum / latencyCount, 2)} s` : "–",
+        money(s.sum(`${M}online_eval_cost`, where)),
       ];
     }), "Nothing logged (online evaluation needs the gateway's --eval-sample).");
   }

@@ -35,7 +35,9 @@ export function element(tag, { className, text, attrs } = {}, children = []) {
 export function fillTable(table, rows, empty = "Nothing yet.") {
   const body = table.tBodies[0];
   if (!rows.length) {
-    const cell = element("td", { className: "empty", text: empty, attrs: { colspan: table.tHead.rows[0].cells.length } });
+    // the note wraps within the screen's width, not the (wider, scrolling) table's
+    const note = element("span", { text: empty });
+    const cell = element("td", { className: "empty", attrs: { colspan: table.tHead.rows[0].cells.length } }, [note]);
     body.replaceChildren(element("tr", {}, [cell]));
     return;
   }
