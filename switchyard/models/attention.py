@@ -95,7 +95,10 @@ class AttentionMetadata:
     decode_block_tables: torch.Tensor | None = None
     """[num_decodes, max_blocks] block tables of the decoding sequences, padded with block 0."""
     decode_mask: torch.Tensor | None = None
-    """[num_decodes, 1, 1, max_blocks * block_size] which gathered slots each decode may attend to."""
+    """[num_decodes, 1, 1, max_blocks * block_size] which gathered slots each decode may attend to; None for a
+    single decoding sequence without a sliding window, whose gathered keys are cut to decode_context_len."""
+    decode_context_len: int = 0
+    """The context length of a single decoding sequence (decode_mask None): no mask, no padding to mask."""
     prefills: list[PrefillSpan] = field(default_factory=list)
     verify: VerifyBatch | None = None
     kernel_plan: PagedKernelPlan | None = None
@@ -158,7 +161,14 @@ class AttentionMetadata:
             )
             return cls(slot_mapping, block_size, num_decode_tokens=num_decodes, kernel_plan=plan)
         decode_tables = decode_mask = None
-        if num_decodes:
+        single_len = 0
+        if num_decodes == 1 and sliding_window is None:
+            # Batch 1, what a chat user feels: the block table as is, keys cut to the context, no mask to build
+            # or apply (a masked attention kernel is the slower one).
+            single_len = decode_context_lens[0]
+            width = -(-single_len // block_size)
+            decode_tables = torch.tensor([decode_block_tables[0][:width]], dtype=torch.long, device=device)
+        elif num_decodes:
             lens_cpu = torch.tensor(decode_context_lens, dtype=torch.long)
             if sliding_window is None:
                 width = -(-int(lens_cpu.max()) // block_size)
@@ -210,6 +220,7 @@ class AttentionMetadata:
             num_decode_tokens=num_decodes,
             decode_block_tables=decode_tables,
             decode_mask=decode_mask,
+            decode_context_len=single_len,
             prefills=prefills,
             verify=_verify_batch(verify_spans, block_size, device, sliding_window) if verify_spans else None,
         )
@@ -302,14 +313,18 @@ def _decode_attention(
 ) -> torch.Tensor:
     """One new token per sequence. The query heads sharing a KV head are laid out as that head's query rows,
     so grouped-query attention needs no copy of the keys per query head."""
-    assert metadata.decode_block_tables is not None and metadata.decode_mask is not None
+    assert metadata.decode_block_tables is not None
     num_decodes, num_heads, head_dim = query.shape
     num_kv_heads = k_cache.shape[-2]
     group = num_heads // num_kv_heads
     k = _gather(k_cache, metadata.decode_block_tables, query.dtype)
     v = _gather(v_cache, metadata.decode_block_tables, query.dtype)
     q = query.view(num_decodes, num_kv_heads, group, head_dim)
-    o = F.scaled_dot_product_attention(q, k, v, attn_mask=metadata.decode_mask, scale=scale)
+    if metadata.decode_mask is None:  # one sequence: its keys up to its length, nothing to mask
+        length = metadata.decode_context_len
+        o = F.scaled_dot_product_attention(q, k[:, :, :length], v[:, :, :length], scale=scale)
+    else:
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=metadata.decode_mask, scale=scale)
     return o.reshape(num_decodes, num_heads, head_dim)
 
 
@@ -380,5 +395,7 @@ def _gather(cache: torch.Tensor, tables: torch.Tensor, dtype: torch.dtype) -> to
     match)."""
     num_seqs = tables.shape[0]
     num_kv_heads, head_dim = cache.shape[-2:]
-    gathered = cache.index_select(0, tables.view(-1)).to(dtype)
+    gathered = cache.index_select(0, tables.view(-1))
+    if gathered.dtype != dtype:  # checked in Python: a no-op cast still costs a dispatch, twice per layer
+        gathered = gathered.to(dtype)
     return gathered.view(num_seqs, -1, num_kv_heads, head_dim).transpose(1, 2)

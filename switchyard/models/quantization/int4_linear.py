@@ -58,11 +58,12 @@ class Int4Linear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         shape = x.shape
-        rows = x.reshape(-1, shape[-1])
+        rows = x if len(shape) == 2 else x.reshape(-1, shape[-1])
         if self.on_cpu:
-            out = torch.ops.aten._weight_int4pack_mm_for_cpu(
-                rows, self.packed_weight, self.group_size, self.scales_and_zeros.to(rows.dtype)
-            )
+            table = self.scales_and_zeros
+            if table.dtype != rows.dtype:  # checked in Python: a no-op cast still costs a dispatch per call
+                table = table.to(rows.dtype)
+            out = torch.ops.aten._weight_int4pack_mm_for_cpu(rows, self.packed_weight, self.group_size, table)
         else:
             low = (self.packed_weight & 0xF).to(torch.int32)
             high = (self.packed_weight >> 4).to(torch.int32)
@@ -71,7 +72,7 @@ class Int4Linear(nn.Module):
             out = nn.functional.linear(rows, weight.to(rows.dtype))
         if self.bias is not None:
             out = out + self.bias
-        return out.reshape(*shape[:-1], self.out_features)
+        return out if len(shape) == 2 else out.reshape(*shape[:-1], self.out_features)
 
     def extra_repr(self) -> str:
         return (

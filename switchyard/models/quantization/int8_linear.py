@@ -48,20 +48,21 @@ class Int8Linear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         shape = x.shape
-        rows = x.reshape(-1, shape[-1])
+        rows = x if len(shape) == 2 else x.reshape(-1, shape[-1])
         if self.dynamic_activations and rows.shape[0] >= INT_MM_MIN_ROWS and _int_mm_supported(rows):
             out = self._int8_activations(rows)
         elif rows.device.type == "cpu":
-            out = torch.ops.aten._weight_int8pack_mm(
-                rows, self.weight, self.weight_scale_in_dtype.to(rows.dtype)
-            )
+            scale = self.weight_scale_in_dtype
+            if scale.dtype != rows.dtype:  # checked in Python: a no-op cast still costs a dispatch per call
+                scale = scale.to(rows.dtype)
+            out = torch.ops.aten._weight_int8pack_mm(rows, self.weight, scale)
         else:  # no int8-weight kernel in torch for this device: dequantize (correct; memory as bf16 while running)
             out = nn.functional.linear(rows, self.weight.to(rows.dtype)) * self.weight_scale_in_dtype.to(
                 rows.dtype
             )
         if self.bias is not None:
             out = out + self.bias
-        return out.reshape(*shape[:-1], self.out_features)
+        return out if len(shape) == 2 else out.reshape(*shape[:-1], self.out_features)
 
     def _int8_activations(self, rows: torch.Tensor) -> torch.Tensor:
         q, scales = quantize_per_token(rows)
