@@ -128,9 +128,8 @@ class AttentionMetadata:
 
         prefill_spans holds (start, end, context_len, block_table) per prefill chunk; verify_spans the same for
         consecutive verification chunks, attended together. kernel_group (query heads per KV head) asks for the
-        Triton kernel's plan instead of the SDPA masks.
-        consecutive verification chunks, attended together. With `attention_sinks` (and a `sliding_window`),
-        every query attends the StreamingLLM way instead (`streaming_attention`; `rotation` required).
+        Triton kernel's plan instead of the SDPA masks. With `attention_sinks` (and a `sliding_window`), every
+        query attends the StreamingLLM way instead (`streaming_attention`; `rotation` required).
         """
         if attention_sinks:
             if sliding_window is None or rotation is None:
