@@ -29,10 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import socket
 import struct
-import subprocess
 import sys
 import tempfile
 import time
@@ -56,7 +53,9 @@ from switchyard.fleet.tenancy.database import open_database  # noqa: E402
 from switchyard.fleet.tenancy.store import TenantStore  # noqa: E402
 from switchyard.models.registry import BUNDLED_MODELS, DRAFT_MODEL, MAIN_MODEL  # noqa: E402
 
-STARTUP_SECONDS = 300.0
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from fleet_routing import Service, free_port, start_service  # noqa: E402  (the processes, started alike)
+
 OPERATOR_KEY = "cascade-bench-operator"
 ALWAYS_SMALL, ALWAYS_LARGE = "always-small", "always-large"
 RESUMES = 3
@@ -64,57 +63,6 @@ RESUMES = 3
 
 
 # ------------------------------------------------------------------------------------------------ processes
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@dataclass
-class Service:
-    name: str
-    url: str
-    process: subprocess.Popen[bytes]
-    log: Path
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
-
-def environment() -> dict[str, str]:
-    return {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-        "OMP_NUM_THREADS": "1",
-        "MKL_NUM_THREADS": "1",
-    }
-
-
-def start_service(name: str, command: list[str], port: int, logs: Path) -> Service:
-    log = logs / f"{name}.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=environment())
-    service = Service(name, f"http://127.0.0.1:{port}", process, log)
-    deadline = time.monotonic() + STARTUP_SECONDS
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"{name} exited ({process.returncode}):\n{log.read_text()[-3000:]}")
-        try:
-            if httpx.get(f"{service.url}/health", timeout=2).status_code == 200:
-                return service
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.25)
-    service.stop()
-    raise RuntimeError(f"{name} did not become ready in {STARTUP_SECONDS:.0f} s:\n{log.read_text()[-3000:]}")
-
-
 def start_replica(model: str, logs: Path) -> Service:
     port = free_port()
     command = [sys.executable, "-m", "switchyard.cli", "serve", model, "--port", str(port)]

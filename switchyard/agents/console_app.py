@@ -25,7 +25,7 @@ from switchyard.agents.limits import RunStatus
 from switchyard.agents.result import RunResult
 from switchyard.agents.runner import Runner
 from switchyard.agents.state import ApprovalError, RunState
-from switchyard.console.api_key import BearerKeyMiddleware
+from switchyard.bearer_key import BearerKeyMiddleware
 from switchyard.console.mount import ConsoleConfig, mount_console
 from switchyard.openai_error import ErrorInfo
 

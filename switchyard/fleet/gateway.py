@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import hmac
 import json
 import time
 import uuid
@@ -26,6 +25,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from switchyard import __version__
+from switchyard.bearer_key import BearerKeyMiddleware
 from switchyard.client_disconnect import until_disconnected
 from switchyard.console.mount import ConsoleConfig, mount_console
 from switchyard.errors import SwitchyardError
@@ -72,7 +72,7 @@ def build_gateway_app(runtime: FleetRuntime) -> FastAPI:
     if runtime.tenancy is not None:
         app.add_middleware(TenantKeyMiddleware, tenancy=runtime.tenancy, operator_key=runtime.config.api_key)
     elif runtime.config.api_key is not None:
-        app.add_middleware(_ApiKeyMiddleware, key=runtime.config.api_key)
+        app.add_middleware(BearerKeyMiddleware, key=runtime.config.api_key)
     app.add_middleware(UnhandledErrorMiddleware, describe=describe)  # a 500 that keeps the connection usable
     app.add_middleware(_RequestIdMiddleware)  # outside the key check, so refusals carry the header too
     app.include_router(_openai_routes(runtime))
@@ -371,28 +371,6 @@ def _instant(value: str | None, param: str) -> float | None:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return moment.timestamp()
-
-
-class _ApiKeyMiddleware:
-    """Requires `Authorization: Bearer <key>` on /v1 routes before the body is read; /health and /metrics
-    stay open for load balancers and Prometheus."""
-
-    def __init__(self, app: ASGIApp, key: str) -> None:
-        self.app = app
-        self._key = key.encode()
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"].startswith("/v1") and not self._authorized(scope):
-            info = describe(AuthenticationError("Incorrect or missing API key (use Authorization: Bearer)."))
-            response = JSONResponse(info.body(), status_code=info.status, headers=info.headers)
-            await response(scope, receive, send)
-            return
-        await self.app(scope, receive, send)
-
-    def _authorized(self, scope: Scope) -> bool:
-        header = Headers(scope=scope).get("authorization", "").encode()
-        scheme, _, token = header.partition(b" ")
-        return scheme.lower() == b"bearer" and hmac.compare_digest(token.strip(), self._key)
 
 
 class _RequestIdMiddleware:

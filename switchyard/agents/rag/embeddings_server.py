@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import hmac
 from typing import Any, Literal
 
 import numpy as np
@@ -18,6 +17,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from switchyard.agents.rag.embeddings import MINILM_DIM, MiniLMEmbedder
+from switchyard.bearer_key import BearerKeyMiddleware
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 MAX_INPUTS = 2048
@@ -37,32 +37,24 @@ def build_embeddings_app(
     embedder: MiniLMEmbedder, api_key: str | None = None, name: str = MODEL_NAME
 ) -> FastAPI:
     app = FastAPI(title="Switchyard embeddings", docs_url=None, redoc_url=None)
+    if api_key is not None:
+        app.add_middleware(BearerKeyMiddleware, key=api_key)
     lock = asyncio.Lock()  # one encode at a time: the model's threads are the machine's
 
     def refused(status: int, message: str, kind: str, param: str | None = None) -> JSONResponse:
         error = {"message": message, "type": kind, "param": param, "code": None}
         return JSONResponse({"error": error}, status_code=status)
 
-    def authorized(request: Request) -> bool:
-        if api_key is None:
-            return True
-        given = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
-        return hmac.compare_digest(given.encode(), api_key.encode())
-
     @app.get("/health")
     async def health() -> dict[str, str]:
         return {"status": "ok"}
 
     @app.get("/v1/models")
-    async def models(request: Request) -> Any:
-        if not authorized(request):
-            return refused(401, "a valid API key is required", "authentication_error")
+    async def models() -> Any:
         return {"object": "list", "data": [{"id": name, "object": "model", "owned_by": "switchyard"}]}
 
     @app.post("/v1/embeddings")
     async def embeddings(request: Request) -> Any:
-        if not authorized(request):
-            return refused(401, "a valid API key is required", "authentication_error")
         try:
             body = EmbeddingsRequest.model_validate_json(await request.body())
         except ValidationError as exc:

@@ -1,5 +1,5 @@
-"""A bearer-key check for a console host that has none of its own (the agent host); the server and the gateway
-keep theirs, which also know tenants."""
+"""One bearer-key check for the hosts whose /v1 routes need a single key: the fleet gateway, the agent console
+host and the embeddings server (the model server keeps its own, which also knows tenants' keys)."""
 
 from __future__ import annotations
 
