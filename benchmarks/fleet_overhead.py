@@ -46,13 +46,22 @@ def tiny_model(folder: Path) -> Path:
     return folder
 
 
-def start(command: list[str], health_url: str) -> subprocess.Popen[bytes]:
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-    }
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    deadline = time.monotonic() + 180
+def start(
+    command: list[str],
+    health_url: str,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+    timeout: float = 180.0,
+) -> subprocess.Popen[bytes]:
+    """Start `command` (with this checkout first on PYTHONPATH unless `env` says otherwise); return once
+    `health_url` answers 200, RuntimeError with its stderr if it exits first or never does."""
+    if env is None:
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        }
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=cwd)
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
             if httpx.get(health_url, timeout=1).status_code == 200:
@@ -61,10 +70,10 @@ def start(command: list[str], health_url: str) -> subprocess.Popen[bytes]:
             pass
         if process.poll() is not None:
             stderr = process.stderr.read().decode() if process.stderr else ""
-            raise RuntimeError(f"{command[3]} exited: {stderr}")
+            raise RuntimeError(f"{' '.join(command[1:5])} exited: {stderr}")
         time.sleep(0.2)
     process.kill()
-    raise RuntimeError(f"{command[3]} did not become healthy in 180 s")
+    raise RuntimeError(f"{' '.join(command[1:5])} did not become healthy in {timeout:.0f} s")
 
 
 def one_request(client: httpx.Client) -> float:

@@ -33,7 +33,7 @@ import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from fleet_overhead import free_port  # noqa: E402
+from fleet_overhead import free_port, start  # noqa: E402
 
 SERVED = "bench"
 SCENARIOS = ("stream", "cache_aware", "tenancy", "json")
@@ -68,22 +68,7 @@ def launch(
     directory first on the path); return once `health_url` answers 200."""
     path = [str(hidden), str(source)] if hidden is not None else [str(source)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
-    process = subprocess.Popen(
-        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=source
-    )
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(health_url, timeout=1).status_code == 200:
-                return process
-        except httpx.HTTPError:
-            pass
-        if process.poll() is not None:
-            stderr = process.stderr.read().decode() if process.stderr else ""
-            raise RuntimeError(f"{command[1:4]} exited: {stderr}")
-        time.sleep(0.2)
-    process.kill()
-    raise RuntimeError(f"{command[1:4]} did not become healthy in 120 s")
+    return start(command, health_url, env=env, cwd=source, timeout=120.0)
 
 
 def exported_tree(ref: str, folder: Path) -> Path:

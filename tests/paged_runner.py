@@ -193,6 +193,19 @@ class PagedRunner:
         return torch.tensor(slots, dtype=torch.long, device=self.device)
 
 
+def greedy_tokens(runner: PagedRunner, prompts: list[list[int]], new_tokens: int) -> list[list[int]]:
+    """Each prompt's `new_tokens` greedy tokens, the prompts prefilled together and decoded as one batch."""
+    ids = [runner.add(prompt) for prompt in prompts]
+    logits = runner.prefill(ids)
+    generated: dict[int, list[int]] = {i: [] for i in ids}
+    for _ in range(new_tokens):
+        next_tokens = {i: int(logits[i].argmax()) for i in ids}
+        for i, token in next_tokens.items():
+            generated[i].append(token)
+        logits = runner.decode(next_tokens)
+    return [generated[i] for i in ids]
+
+
 def _garbage(shape: tuple[int, ...], like: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     """A cache tensor on `like`'s device and dtype, filled with large random values (see the module doc)."""
     values = torch.randn(shape, generator=generator) * _GARBAGE_SCALE

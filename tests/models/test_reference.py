@@ -26,7 +26,7 @@ import pytest
 import torch
 import transformers
 from model_factory import ARCHS, build_hf_model
-from paged_runner import PagedRunner
+from paged_runner import PagedRunner, greedy_tokens
 
 from switchyard.models import LlamaForCausalLM, load_model
 
@@ -253,17 +253,9 @@ def test_greedy_generation_matches_transformers_generate(ref: Reference) -> None
     (min_new_tokens would instead mask the EOS logit on the transformers side only)."""
     new_tokens = 32
     prompts = random_prompts((7, 13, 4), seed=9)
-    runner = PagedRunner(ref.model, block_size=4)
-    ids = [runner.add(p) for p in prompts]
-    logits = runner.prefill(ids)
-    generated: dict[int, list[int]] = {i: [] for i in ids}
-    for _ in range(new_tokens):
-        next_tokens = {i: int(logits[i].argmax()) for i in ids}
-        for i, token in next_tokens.items():
-            generated[i].append(token)
-        logits = runner.decode(next_tokens)
+    generated = greedy_tokens(PagedRunner(ref.model, block_size=4), prompts, new_tokens)
 
-    for i, prompt in zip(ids, prompts, strict=True):
+    for i, prompt in enumerate(prompts):
         output = ref.hf.generate(
             torch.tensor([prompt]),
             attention_mask=torch.ones(1, len(prompt), dtype=torch.long),

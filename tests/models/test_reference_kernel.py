@@ -13,7 +13,7 @@ import pytest
 import torch
 import transformers
 from model_factory import build_hf_model
-from paged_runner import PagedRunner
+from paged_runner import PagedRunner, greedy_tokens
 
 from switchyard.models import LlamaForCausalLM, load_model
 from switchyard.models.attention_backend import triton_available
@@ -107,16 +107,8 @@ def test_greedy_generation_matches_transformers_generate(ref: Reference) -> None
     """Batched decodes on the kernel, token-identical to transformers' greedy generate per prompt."""
     new_tokens = 24 if ref.device.type == "cuda" else 5
     prompts = random_prompts((7, 13, 4), seed=9)
-    runner = PagedRunner(ref.model, block_size=4, kernel=True)
-    ids = [runner.add(p) for p in prompts]
-    logits = runner.prefill(ids)
-    generated: dict[int, list[int]] = {i: [] for i in ids}
-    for _ in range(new_tokens):
-        next_tokens = {i: int(logits[i].argmax()) for i in ids}
-        for i, token in next_tokens.items():
-            generated[i].append(token)
-        logits = runner.decode(next_tokens)
-    for i, prompt in zip(ids, prompts, strict=True):
+    generated = greedy_tokens(PagedRunner(ref.model, block_size=4, kernel=True), prompts, new_tokens)
+    for i, prompt in enumerate(prompts):
         output = ref.hf.generate(
             torch.tensor([prompt], device=ref.device),
             attention_mask=torch.ones(1, len(prompt), dtype=torch.long, device=ref.device),
