@@ -169,6 +169,10 @@ class RelayedStream(StreamingResponse):
                 events = framer.feed(chunk)
                 if events:
                     self._observe(events)
+                    if _ends_the_answer(events):
+                        # the client has the whole answer once these are sent: a client that closes right
+                        # after the last event (before the replica's EOF is read) still got it complete
+                        self._outcome.end = StreamEnd.COMPLETED
                     events = self._observed(events)
                     if events:
                         yield events
@@ -195,6 +199,16 @@ class RelayedStream(StreamingResponse):
         reported = cached_tokens_in_events(events)
         if reported is not None:
             self._outcome.cached_tokens = reported
+
+
+def _ends_the_answer(events: bytes) -> bool:
+    """Whether complete events hold a stream's last one: `data: [DONE]`, or the Responses API's final event
+    (whole events only: the same words inside a token's text are not an ending)."""
+    for event in events.replace(b"\r\n", b"\n").split(b"\n\n"):
+        lines = event.strip().split(b"\n")
+        if lines == [_DONE.strip()] or lines[0] == b"event: response.completed":
+            return True
+    return False
 
 
 def release(upstream: aiohttp.ClientResponse) -> None:

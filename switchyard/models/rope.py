@@ -131,6 +131,12 @@ def _halves(freqs: torch.Tensor) -> torch.Tensor:
     return torch.cat((freqs, freqs), dim=-1)
 
 
+def sign_folded(sin: torch.Tensor) -> torch.Tensor:
+    """A plain sin table (as transformers gives it) in the form `apply_rotary` takes: its first half negated."""
+    half = sin.shape[-1] // 2
+    return torch.cat((-sin[..., :half], sin[..., half:]), dim=-1)
+
+
 def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Rotate [T, heads, head_dim] by the half-split convention Llama checkpoints use.
 

@@ -148,3 +148,14 @@ def test_what_a_replica_is_asked_to_tokenize() -> None:
     assert tokenize_body({"model": "m", "prompt": ["a", "b"]}, "completions") is None
     assert given_token_ids({"prompt": [1, 2, 3]}) == (1, 2, 3)
     assert given_token_ids({"prompt": [True]}) is None
+
+
+def test_a_stream_ends_with_its_done_event_not_with_those_words_in_a_token() -> None:
+    from switchyard.fleet.relay import _ends_the_answer
+
+    assert _ends_the_answer(b'data: {"choices": []}\n\ndata: [DONE]\n\n')
+    assert _ends_the_answer(b"event: response.completed\ndata: {}\n\n")
+    assert not _ends_the_answer(b'data: {"choices": [{"delta": {"content": "data: [DONE]"}}]}\n\n')
+    assert not _ends_the_answer(
+        b'event: response.output_text.delta\ndata: {"delta": "event: response.completed"}\n\n'
+    )

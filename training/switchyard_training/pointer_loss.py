@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from switchyard.models.rope import apply_rotary
+from switchyard.models.rope import apply_rotary, sign_folded
 from switchyard_training.data import IGNORE_INDEX
 from switchyard_training.packed_attention import packed_segments
 
@@ -216,6 +216,7 @@ class PointerSupervision:
         losses = []
         for layer in self.layers:
             hidden, (cos, sin) = captured[layer]
+            sin = sign_folded(sin)  # transformers' table, in the form apply_rotary takes
             attn = model.model.layers[layer].self_attn
             query_weight = attn.q_proj.weight[self.head * head_dim : (self.head + 1) * head_dim]
             key_weight = attn.k_proj.weight[kv * head_dim : (kv + 1) * head_dim]

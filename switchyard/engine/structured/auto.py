@@ -12,6 +12,7 @@ output check (`output_check.py`) keeps a wrong output from being returned as a s
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,8 @@ from switchyard.engine.structured.llguidance import LLGuidanceBackend
 from switchyard.engine.structured.params import StructuredOutputsParams, parse_json_schema
 from switchyard.engine.structured.xgrammar import XGrammarBackend, apply_bitmask, unenforced_constraint
 from switchyard.errors import InvalidRequestError
+
+logger = logging.getLogger(__name__)
 
 _REGEX_KEYWORDS = frozenset({"pattern", "patternProperties", "propertyNames"})
 """Keywords whose regexes xgrammar's JSON grammar enforces loosely: their schemas go to llguidance."""
@@ -121,12 +124,20 @@ class AutoBackend:
         self.vocab_size = vocab_size
         self.backends: dict[str, GrammarBackend] = {
             "xgrammar": XGrammarBackend(tokenizer, vocab_size, stop_token_ids),
-            "llguidance": LLGuidanceBackend(tokenizer, vocab_size, stop_token_ids),
         }
+        try:
+            self.backends["llguidance"] = LLGuidanceBackend(tokenizer, vocab_size, stop_token_ids)
+        except Exception as exc:  # e.g. a tokenizer whose decoder llguidance cannot read
+            logger.warning(
+                "structured outputs: llguidance cannot use this tokenizer (%s); auto runs everything on xgrammar, "
+                "and the output check reports what it lets through",
+                exc,
+            )
 
     def compile(self, spec: StructuredOutputsParams) -> RoutedGrammar:
         error: InvalidRequestError | None = None
-        for name in route(spec):
+        names = [name for name in route(spec) if name in self.backends] or ["xgrammar"]
+        for name in names:
             try:
                 return RoutedGrammar(name, self.backends[name].compile(spec))
             except InvalidRequestError as exc:
