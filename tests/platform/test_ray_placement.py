@@ -98,8 +98,11 @@ def test_a_gang_lands_whole_on_one_node_and_a_gang_that_fits_no_node_waits_unspl
     )
 
     plane.cancel(gang)
-    reconcile_until(
-        plane, lambda: plane.job(waiting).job.state is JobState.SUCCEEDED, "the waiting gang runs"
+    reconcile_until(  # the gang's checkpoint grace, then three fresh worker actors: slow on a busy machine
+        plane,
+        lambda: plane.job(waiting).job.state is JobState.SUCCEEDED,
+        "the waiting gang runs",
+        timeout=180.0,
     )
     assert plane.job(gang).job.state is JobState.CANCELLED
     assert plane.job(waiting).attempts == 1
