@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,15 +23,7 @@ from safetensors.torch import load_file, save_file
 from switchyard.errors import ModelLoadError, UnsupportedModelError
 from switchyard.models import load_model
 
-
-@pytest.fixture(scope="module", autouse=True)
-def single_thread() -> Iterator[None]:
-    """The tiny models' matmuls take microseconds; with several intra-op threads on a shared CPU the thread
-    hand-offs cost 10-30x the arithmetic. One thread for this module, restored afterwards."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("single_thread")  # tests/models/conftest.py
 
 
 @pytest.fixture(scope="module")

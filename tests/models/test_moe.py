@@ -21,12 +21,7 @@ FP32_ATOL = 1e-4
 INITIALIZER_RANGE = 0.1
 
 
-@pytest.fixture(scope="module", autouse=True)
-def single_thread():  # type: ignore[no-untyped-def]
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("single_thread")  # tests/models/conftest.py
 
 
 def prompt_of(length: int, seed: int) -> list[int]:

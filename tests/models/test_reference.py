@@ -93,14 +93,7 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
 PROMPT_LENGTHS = (19, 1, 33, 8)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def single_thread() -> Iterator[None]:
-    """The tiny models' matmuls take microseconds; with several intra-op threads on a shared CPU the thread
-    hand-offs cost 10-30x the arithmetic. One thread for this module, restored afterwards."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("single_thread")  # tests/models/conftest.py
 
 
 @dataclass

@@ -18,12 +18,7 @@ SINKS, WINDOW = 4, 12
 TRAINED = 64
 
 
-@pytest.fixture(scope="module", autouse=True)
-def single_thread():  # type: ignore[no-untyped-def]
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("single_thread")  # tests/models/conftest.py
 
 
 def tokens(length: int, seed: int) -> list[int]:

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+import ray
+from ray.cluster_utils import Cluster
 
 from switchyard.platform.cluster_server import fair_share_factory
 from switchyard.platform.control_plane import ControlPlane
@@ -22,6 +27,32 @@ CHECKPOINTING_JOB = JOBS / "checkpointing_job.py"
 FAKE_REPLICA = JOBS / "fake_replica.py"
 NODE_CPUS = 4
 """Logical CPUs per test node: workers take 0.1 each, agents none."""
+
+
+@contextmanager
+def two_node_cluster(second_node_gpus: int) -> Iterator[Cluster]:
+    """A local Ray cluster of a head with 2 logical GPUs and one more node, Ray connected to it throughout."""
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": NODE_CPUS, "num_gpus": 2, "include_dashboard": False},
+    )
+    try:
+        cluster.add_node(num_cpus=NODE_CPUS, num_gpus=second_node_gpus)
+        cluster.wait_for_nodes()
+        ray.init(address=cluster.address, logging_level=logging.ERROR)
+        yield cluster
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+
+
+@contextmanager
+def running_plane(tmp_path: Path) -> Iterator[ControlPlane]:
+    plane = control_plane(tmp_path)
+    try:
+        yield plane
+    finally:
+        plane.shutdown()
 
 
 def control_plane(tmp_path: Path, teams: tuple[str, ...] = ("research", "serving")) -> ControlPlane:

@@ -4,21 +4,19 @@ jobs move away and the node takes work again once uncordoned."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import ray
 from ray.cluster_utils import Cluster
 from ray_platform import (
-    NODE_CPUS,
     checkpointing_spec,
-    control_plane,
     expected_total,
     reconcile_until,
     result,
+    running_plane,
     runs,
+    two_node_cluster,
 )
 
 from switchyard.platform.control_plane import ControlPlane
@@ -33,27 +31,14 @@ pytestmark = (
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
-    cluster = Cluster(
-        initialize_head=True,
-        head_node_args={"num_cpus": NODE_CPUS, "num_gpus": 2, "include_dashboard": False},
-    )
-    try:
-        cluster.add_node(num_cpus=NODE_CPUS, num_gpus=2)
-        cluster.wait_for_nodes()
-        ray.init(address=cluster.address, logging_level=logging.ERROR)
-        yield cluster
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
+    with two_node_cluster(second_node_gpus=2) as started:
+        yield started
 
 
 @pytest.fixture
 def plane(cluster: Cluster, tmp_path: Path) -> Iterator[ControlPlane]:
-    plane = control_plane(tmp_path)
-    try:
-        yield plane
-    finally:
-        plane.shutdown()
+    with running_plane(tmp_path) as started:
+        yield started
 
 
 def gpu_health(plane: ControlPlane, node_id: str, gpu: int) -> GpuHealth:

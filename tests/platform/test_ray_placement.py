@@ -5,7 +5,6 @@ is killed loses no job."""
 
 from __future__ import annotations
 
-import logging
 import sys
 import threading
 import time
@@ -22,11 +21,12 @@ from ray_platform import (
     CHECKPOINTING_JOB,
     NODE_CPUS,
     checkpointing_spec,
-    control_plane,
     expected_total,
     reconcile_until,
     result,
+    running_plane,
     runs,
+    two_node_cluster,
 )
 
 from switchyard.fleet.replicas.ports import free_port
@@ -39,27 +39,14 @@ from switchyard.platform.jobs import JobState
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
-    cluster = Cluster(
-        initialize_head=True,
-        head_node_args={"num_cpus": NODE_CPUS, "num_gpus": 2, "include_dashboard": False},
-    )
-    try:
-        cluster.add_node(num_cpus=NODE_CPUS, num_gpus=4)
-        cluster.wait_for_nodes()
-        ray.init(address=cluster.address, logging_level=logging.ERROR)
-        yield cluster
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
+    with two_node_cluster(second_node_gpus=4) as started:
+        yield started
 
 
 @pytest.fixture
 def plane(cluster: Cluster, tmp_path: Path) -> Iterator[ControlPlane]:
-    plane = control_plane(tmp_path)
-    try:
-        yield plane
-    finally:
-        plane.shutdown()
+    with running_plane(tmp_path) as started:
+        yield started
 
 
 def node_with_gpus(plane: ControlPlane, count: int) -> str:
