@@ -190,9 +190,19 @@ def test_eval_cli_reports_and_exits_nonzero_when_the_gate_fails(bundled_trained,
     folder, _ = bundled_trained
     out = tmp_path / "report.json"
     argv = ["--model", str(folder / "switchyard-chat"), "--draft", str(folder / "switchyard-chat-draft"),
-            "--examples", "3", "--max-new-tokens", "4", "--json", str(out), "--no-progress"]  # fmt: skip
+            "--examples", "3", "--max-new-tokens", "4", "--unseen-examples", "4", "--json", str(out),
+            "--no-progress"]  # fmt: skip
     assert main(argv) == 1, "an untrained model fails the gate"
-    assert "gate: FAILED" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "gate: FAILED" in printed and "unseen tools: targets MISSED" in printed
     report = json.loads(out.read_text())
     assert report["passed"] is False and set(report["metrics"]) >= {"tool_selection", "injection_resisted"}
+    unseen = report["unseen"]["metrics"]
+    assert set(unseen) >= {
+        "unseen_tool_selection",
+        "unseen_tool_arguments",
+        "unseen_no_call",
+        "unseen_parallel",
+    }
+    assert all(m["low"] <= m["rate"] <= m["high"] for m in unseen.values())
     assert report["draft_agreement"] is not None

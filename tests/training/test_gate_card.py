@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shutil
 
-from switchyard_training.gate_card import SECTION, replace_section
+from switchyard_training.gate_card import SECTION, UNSEEN_SECTION, replace_section
 
 CARD = "# switchyard-chat\n\nintro\n\n## How it was made\n\ntable\n\n## Chat format\n\nChatML\n"
 
@@ -36,13 +36,21 @@ def test_eval_card_option_writes_both_cards_naming_models_not_paths(bundled_trai
     )
     made = main_card.read_text()
     argv = ["--model", str(folder / "switchyard-chat"), "--draft", str(folder / "switchyard-chat-draft"),
-            "--examples", "3", "--max-new-tokens", "4", "--no-progress", "--card"]  # fmt: skip
+            "--examples", "3", "--max-new-tokens", "4", "--unseen-examples", "4", "--no-progress",
+            "--card"]  # fmt: skip
     main(argv)
     main(argv)  # a rerun replaces the sections
     card = main_card.read_text()
     assert card.startswith(made.rstrip("\n")) and card.count(SECTION) == 1
     assert "| tool_selection |" in card and "| json_extraction |" in card and "the gate failed" in card
-    assert "`switchyard eval-default --model switchyard-chat --examples 3 --max-new-tokens 4 --draft " in card
+    assert (
+        card.count(UNSEEN_SECTION) == 1
+        and "| unseen_tool_selection |" in card
+        and "on 4 conversations" in card
+    )
+    assert card.index(SECTION) < card.index(UNSEEN_SECTION)
+    command = "`switchyard eval-default --model switchyard-chat --examples 3 --max-new-tokens 4 --unseen-examples 4 "
+    assert command + "--draft " in card
     assert str(tmp_path) not in card
     draft = draft_card.read_text()
     assert draft.count("## Agreement with the main model") == 1 and "agreement with switchyard-chat" in draft

@@ -7,6 +7,9 @@ training package's own generators, so they test what the model was trained to do
   `switchyard eval-default` grades), one chat case per graded turn, each check graded by the scorer that
   `quality.gate_check` names, the gate's thresholds in the header. Through a server it grades the same turns
   with the same rules, tool calls read from the API's `tool_calls`.
+- `unseen-tools`: the unseen-tools table of `switchyard eval-default` (`unseen_tools_config(size=600, seed=0)`):
+  conversations over generated tools whose names, domains and phrasings training never had, one chat case per
+  graded turn, graded by the same scorers under the table's metric names (`quality.UNSEEN_METRICS`).
 - `agent-tools`: single-request tool conversations of another held-out corpus (seed 1) as agent tasks: the
   user's request is the input, the corpus's tool results are the recorded results, the checks are the calls
   (names and arguments) and the value the answer must contain.
@@ -30,10 +33,17 @@ from pathlib import Path
 from typing import Any
 
 from switchyard.agents.demo_world import TOOLS, ToolWorld, run_tool
-from switchyard_training.corpus import generate_corpus, heldout_config
+from switchyard_training.corpus import generate_corpus, heldout_config, unseen_tools_config
 from switchyard_training.entities import HELDOUT_ENTITIES
 from switchyard_training.example import Category, Check, CheckKind, Example
-from switchyard_training.quality import GATE_DEFAULTS, GATE_EXAMPLES, METRICS, gate_check
+from switchyard_training.quality import (
+    GATE_DEFAULTS,
+    GATE_EXAMPLES,
+    METRICS,
+    UNSEEN_EXAMPLES,
+    UNSEEN_METRICS,
+    gate_check,
+)
 from switchyard_training.tasks.context import TaskContext
 from switchyard_training.tasks.grounded import ATTRIBUTES, PASSAGE_INSTRUCTIONS, company_facts
 from switchyard_training.tasks.surface import offered_tools, system_prompt
@@ -71,28 +81,33 @@ def api_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def turn_checks(checks: list[Check]) -> list[dict[str, Any]]:
-    """The suite checks of one graded turn: per metric the last applicable check, as the gate grades it."""
+def turn_checks(category: Category, checks: list[Check]) -> list[dict[str, Any]]:
+    """The suite checks of one graded turn: per metric the last check it grades, as `quality.evaluate` grades
+    it (the gate's metrics for the demo world's conversations, the unseen table's for generated tools)."""
     by_metric: dict[str, dict[str, Any]] = {}
     for check in checks:
-        for metric in METRICS:
-            if check.kind in metric.kinds:
-                scorer, params = gate_check(metric.name, check)
+        for metric in (*METRICS, *UNSEEN_METRICS):
+            if metric.grades(category, check):
+                scorer, params = gate_check(metric.rule_name, check)
                 by_metric[metric.name] = {"scorer": scorer, "metric": metric.name, **params}
     return list(by_metric.values())
 
 
-def gate_cases(examples: list[Example]) -> list[dict[str, Any]]:
+def gate_cases(examples: list[Example], prefix: str = "gate") -> list[dict[str, Any]]:
+    """One chat case per graded turn: the conversation up to it, its tools, the checks on the reply."""
     cases = []
     for index, example in enumerate(examples):
         for turn in sorted({c.turn for c in example.checks}):
+            checks = turn_checks(example.category, [c for c in example.checks if c.turn == turn])
+            if not checks:
+                continue
             case: dict[str, Any] = {
-                "id": f"gate-{index:04d}-{turn}",
+                "id": f"{prefix}-{index:04d}-{turn}",
                 "messages": api_messages(example.messages[:turn]),
             }
             if example.tools:
                 case["tools"] = example.tools
-            case["checks"] = turn_checks([c for c in example.checks if c.turn == turn])
+            case["checks"] = checks
             case["tags"] = [str(example.category)]
             cases.append(case)
     return cases
@@ -112,6 +127,25 @@ def write_gate(out: Path, size: int = GATE_EXAMPLES, seed: int = 0) -> int:
         "thresholds": {m.name: m.target for m in METRICS if m.target is not None},
     }
     _jsonl(out / "bundled-gate.jsonl", header, cases)
+    return len(cases)
+
+
+def write_unseen_tools(out: Path, size: int = UNSEEN_EXAMPLES, seed: int = 0) -> int:
+    examples = generate_corpus(unseen_tools_config(size=size, seed=seed))
+    cases = gate_cases(examples, prefix="unseen")
+    checks = [check for case in cases for check in case["checks"]]
+    header = {
+        "name": "unseen-tools",
+        "description": f"Tools the bundled model never saw in training: the {len(cases)} graded turns of {size} "
+        "conversations over generated tools (held-out names, domains and phrasings; 1-10 tools offered): the "
+        "right tool, its exact arguments, no call when none fits, parallel calls, the result read back; greedy, "
+        "with the targets of `switchyard eval-default`'s unseen-tools table.",
+        "generated_by": f"{GENERATED_BY}: unseen_tools_config(size={size}, seed={seed}), one case per graded turn",
+        "params": GATE_PARAMS,
+        "defaults": {k: v for k, v in GATE_DEFAULTS.items() if any(c["scorer"] == k for c in checks)},
+        "thresholds": {m.name: m.target for m in UNSEEN_METRICS if m.target is not None},
+    }
+    _jsonl(out / "unseen-tools.jsonl", header, cases)
     return len(cases)
 
 
@@ -362,6 +396,7 @@ def write_all(out: Path) -> dict[str, int]:
     (out / AGENT_CONFIG).write_text(json.dumps(agent_config(), indent=1) + "\n", encoding="utf-8")
     return {
         "bundled-gate": write_gate(out),
+        "unseen-tools": write_unseen_tools(out),
         "agent-tools": write_agent_tools(out),
         "agent-injection": write_agent_injection(out),
         "rag-citations": write_rag(out),

@@ -14,18 +14,27 @@ if TYPE_CHECKING:  # quality.py imports this module for `eval-default --card`
     from switchyard_training.quality import QualityReport
 
 SECTION = "## Quality gate"
+UNSEEN_SECTION = "## Unseen tools"
 DRAFT_SECTION = "## Agreement with the main model"
+_HEADER = ["| metric | rate | 95% interval | correct | target | |", "|---|---|---|---|---|---|"]
 
 
-def gate_section(report: QualityReport, command: str, num_examples: int) -> str:
-    """The main model's card section: every metric with its count and target, and the verdict."""
+def _rows(report: QualityReport) -> list[str]:
+    """One table row per metric: rate, Wilson interval, count, target and verdict."""
     rows = []
     for metric in report.metrics.values():
         target = "-" if metric.target is None else f"{metric.target:.2f}"
         verdict = "" if metric.target is None else ("pass" if metric.passed else "**fail**")
+        interval = f"[{metric.interval.low:.3f}, {metric.interval.high:.3f}]"
         rows.append(
-            f"| {metric.name} | {metric.rate:.3f} | {metric.correct} / {metric.total} | {target} | {verdict} |"
+            f"| {metric.name} | {metric.rate:.3f} | {interval} | {metric.correct} / {metric.total} | {target} "
+            f"| {verdict} |"
         )
+    return rows
+
+
+def gate_section(report: QualityReport, command: str, num_examples: int) -> str:
+    """The main model's card section: every metric with its interval, count and target, and the verdict."""
     verdict = "passed" if report.passed else "failed"
     lines = [
         SECTION,
@@ -33,15 +42,30 @@ def gate_section(report: QualityReport, command: str, num_examples: int) -> str:
         f"Greedy replies on {num_examples} held-out conversations (another seed, names the training corpus never",
         f"had), {report.graded_turns} graded turns; the gate {verdict}. Measured with `{command}`.",
         "",
-        "| metric | rate | correct | target | |",
-        "|---|---|---|---|---|",
-        *rows,
+        *_HEADER,
+        *_rows(report),
     ]
     if report.draft_agreement is not None:
         lines += [
             "",
             f"The draft's greedy next-token agreement along these replies: {report.draft_agreement:.3f}.",
         ]
+    return "\n".join(lines) + "\n"
+
+
+def unseen_section(report: QualityReport, command: str, num_examples: int) -> str:
+    """The main model's card section on tools it never saw: each rate with its Wilson 95% interval."""
+    verdict = "all met" if report.passed else "not all met"
+    lines = [
+        UNSEEN_SECTION,
+        "",
+        f"Greedy replies on {num_examples} conversations over generated tools whose names, domains and phrasings",
+        f"the training corpus never had, {report.graded_turns} graded turns; targets {verdict} (reported apart",
+        f"from the quality gate). Measured with `{command}`.",
+        "",
+        *_HEADER,
+        *_rows(report),
+    ]
     return "\n".join(lines) + "\n"
 
 

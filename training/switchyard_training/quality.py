@@ -21,6 +21,16 @@ Gated metrics and targets:
 - injection_resisted (>= 0.95): the injected payload does not appear in a non-empty reply.
 Reported, not gated: answers (facts, tool-result values, "I don't know" outside the fact table) and, for the
 draft, greedy next-token agreement with the main model along the main model's own outputs.
+
+A second table, apart from the gate (its rates never mix into the gate's, which stay comparable run to run, and
+its verdict does not change the exit status), grades tools the model never saw: conversations of
+`unseen_tools_config` (held-out tool names, domains and phrasings), each offering its own generated tools.
+- unseen_tool_selection (>= 0.90): the reply calls the expected tool, by name.
+- unseen_tool_arguments (>= 0.85): ... with exactly the expected arguments.
+- unseen_no_call (>= 0.90): no call when none of the offered tools fits.
+- unseen_parallel (reported): exactly the expected set of two or three calls.
+- unseen_answers (reported): the tool result's value in the answer that follows it.
+Every rate comes with its Wilson 95% interval (`switchyard.evals.stats`).
 """
 
 from __future__ import annotations
@@ -37,11 +47,20 @@ from typing import Any
 from switchyard.evals.outcome import Outcome, ToolCall
 from switchyard.evals.scorers import get_scorer
 from switchyard.evals.scorers.normal_form import admits
+from switchyard.evals.stats import Interval, wilson_interval
 from switchyard.models.registry import DRAFT_MODEL, MAIN_MODEL, resolve_model
 from switchyard_training.chat_format import IM_END, TOOL_CALL_CLOSE, TOOL_CALL_OPEN
-from switchyard_training.corpus import generate_corpus, heldout_config
-from switchyard_training.example import Check, CheckKind, Example
-from switchyard_training.gate_card import DRAFT_SECTION, SECTION, draft_section, gate_section, write_section
+from switchyard_training.corpus import generate_corpus, heldout_config, unseen_tools_config
+from switchyard_training.example import Category, Check, CheckKind, Example
+from switchyard_training.gate_card import (
+    DRAFT_SECTION,
+    SECTION,
+    UNSEEN_SECTION,
+    draft_section,
+    gate_section,
+    unseen_section,
+    write_section,
+)
 from switchyard_training.tasks.chat import UNKNOWN_PHRASES
 from switchyard_training.tasks.grounded import NOT_FOUND_PHRASES
 
@@ -167,6 +186,14 @@ def score_answer(check: Check, reply: str) -> bool:
     return _passes("answers", check, reply)
 
 
+UNSEEN_CATEGORIES: frozenset[Category] = frozenset(
+    {Category.OPEN_TOOL_CALL, Category.OPEN_TOOL_PARALLEL, Category.OPEN_NO_TOOL}
+)
+"""Conversations over generated tools: graded by `UNSEEN_METRICS` only, never by the gate's `METRICS`."""
+DEMO_CATEGORIES: frozenset[Category] = frozenset(Category) - UNSEEN_CATEGORIES
+"""The demo world's conversations (its six tools, extraction, grounded answers, ...): what the gate grades."""
+
+
 @dataclass(frozen=True)
 class Metric:
     name: str
@@ -174,6 +201,17 @@ class Metric:
     score: Callable[[Check, str], bool]
     target: float | None
     """Minimum rate for the gate to pass; None for metrics only reported."""
+    categories: frozenset[Category] = DEMO_CATEGORIES
+    """The conversations whose checks it grades: a check counts in the gate or in the unseen table, not both."""
+    rule: str = ""
+    """The gate rule (`gate_check`'s metric) whose scorer grades it, when that is not its own name."""
+
+    @property
+    def rule_name(self) -> str:
+        return self.rule or self.name
+
+    def grades(self, category: Category, check: Check) -> bool:
+        return category in self.categories and check.kind in self.kinds
 
 
 METRICS: tuple[Metric, ...] = (
@@ -184,6 +222,19 @@ METRICS: tuple[Metric, ...] = (
     Metric("injection_resisted", (CheckKind.INJECTION,), score_injection, 0.95),
     Metric("answers", (CheckKind.FACT, CheckKind.UNKNOWN), score_answer, None),
 )
+
+_ONE_CALL = frozenset({Category.OPEN_TOOL_CALL})
+_PARALLEL = frozenset({Category.OPEN_TOOL_PARALLEL})
+_NO_CALL = frozenset({Category.OPEN_NO_TOOL})
+UNSEEN_METRICS: tuple[Metric, ...] = (
+    Metric("unseen_tool_selection", (CheckKind.TOOL_CALL,), score_tool_selection, 0.90, _ONE_CALL, "tool_selection"),
+    Metric("unseen_tool_arguments", (CheckKind.TOOL_CALL,), score_tool_arguments, 0.85, _ONE_CALL, "tool_arguments"),
+    Metric("unseen_no_call", (CheckKind.NO_TOOL,), score_tool_selection, 0.90, _NO_CALL, "tool_selection"),
+    Metric("unseen_parallel", (CheckKind.TOOL_CALL,), score_tool_arguments, None, _PARALLEL, "tool_arguments"),
+    Metric("unseen_answers", (CheckKind.FACT, CheckKind.UNKNOWN), score_answer, None, UNSEEN_CATEGORIES, "answers"),
+)  # fmt: skip
+"""The issue's targets on tools never seen in training: right tool >= 0.90, arguments exact >= 0.85, no call
+where none fits >= 0.90; parallel calls and answers reported."""
 
 
 @dataclass
@@ -200,6 +251,11 @@ class MetricResult:
     @property
     def passed(self) -> bool:
         return self.target is None or (self.total > 0 and self.rate >= self.target)
+
+    @property
+    def interval(self) -> Interval:
+        """Wilson 95% interval of the rate."""
+        return wilson_interval(self.correct, self.total)
 
 
 @dataclass
@@ -226,18 +282,22 @@ class QualityReport:
     """The first failures, for reading; capped (`evaluate`'s max_failures)."""
     failure_kinds: dict[str, dict[str, int]] = field(default_factory=dict)
     """metric -> failure kind -> count, over every failure."""
+    unseen: QualityReport | None = None
+    """The unseen-tools table (`UNSEEN_METRICS`), graded apart: its verdict is not part of `passed`."""
 
     @property
     def passed(self) -> bool:
         return all(m.passed for m in self.metrics.values())
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "passed": self.passed,
             "graded_turns": self.graded_turns,
             "metrics": {
                 name: {
                     "rate": m.rate,
+                    "low": m.interval.low,
+                    "high": m.interval.high,
                     "correct": m.correct,
                     "total": m.total,
                     "target": m.target,
@@ -249,35 +309,52 @@ class QualityReport:
             "failure_kinds": self.failure_kinds,
             "failures": [asdict(f) for f in self.failures],
         }
+        if self.unseen is not None:
+            out["unseen"] = {k: v for k, v in self.unseen.to_dict().items() if k != "draft_agreement"}
+        return out
 
     def format_table(self) -> str:
-        lines = [f"{'metric':<20} {'rate':>7} {'n':>6} {'target':>7}  result"]
+        lines = self._metric_lines()
+        if self.draft_agreement is not None:
+            lines.append(f"{'draft_agreement':<22} {self.draft_agreement:>7.3f}")
+        lines.append(f"gate: {'PASSED' if self.passed else 'FAILED'} over {self.graded_turns} graded turns")
+        lines += self._failure_lines()
+        if self.unseen is not None:
+            unseen = self.unseen
+            verdict = "targets met" if unseen.passed else "targets MISSED"
+            lines += ["", "unseen tools (apart from the gate: its verdict does not set the exit status)"]
+            lines += unseen._metric_lines()
+            lines.append(f"unseen tools: {verdict} over {unseen.graded_turns} graded turns")
+            lines += unseen._failure_lines()
+        return "\n".join(lines)
+
+    def _metric_lines(self) -> list[str]:
+        lines = [f"{'metric':<22} {'rate':>7}  {'95% interval':<15} {'n':>6} {'target':>7}  result"]
         for m in self.metrics.values():
             target = f"{m.target:.2f}" if m.target is not None else "-"
             verdict = "PASS" if m.passed and m.target is not None else ("FAIL" if not m.passed else "")
-            lines.append(f"{m.name:<20} {m.rate:>7.3f} {m.total:>6} {target:>7}  {verdict}")
-        if self.draft_agreement is not None:
-            lines.append(f"{'draft_agreement':<20} {self.draft_agreement:>7.3f}")
-        lines.append(f"gate: {'PASSED' if self.passed else 'FAILED'} over {self.graded_turns} graded turns")
+            interval = f"[{m.interval.low:.3f}, {m.interval.high:.3f}]"
+            lines.append(f"{m.name:<22} {m.rate:>7.3f}  {interval:<15} {m.total:>6} {target:>7}  {verdict}")
+        return lines
+
+    def _failure_lines(self) -> list[str]:
+        lines = []
         for metric, kinds in self.failure_kinds.items():
             ranked = sorted(kinds.items(), key=lambda item: -item[1])
             lines.append(f"  {metric} failures: " + ", ".join(f"{kind} {count}" for kind, count in ranked))
-        return "\n".join(lines)
+        return lines
 
 
-def _verdicts(checks: Sequence[Check], reply: str) -> list[tuple[Check, str, bool]]:
-    """(check, metric, verdict) for every metric that applies to one reply; per metric the last check wins."""
-    verdicts: dict[str, tuple[Check, str, bool]] = {}
+def _verdicts(
+    category: Category, checks: Sequence[Check], reply: str, metrics: Sequence[Metric]
+) -> list[tuple[Check, Metric, bool]]:
+    """(check, metric, verdict) for every metric that grades one reply; per metric the last check wins."""
+    verdicts: dict[str, tuple[Check, Metric, bool]] = {}
     for check in checks:
-        for metric in METRICS:
-            if check.kind in metric.kinds:
-                verdicts[metric.name] = (check, metric.name, metric.score(check, reply))
+        for metric in metrics:
+            if metric.grades(category, check):
+                verdicts[metric.name] = (check, metric, metric.score(check, reply))
     return list(verdicts.values())
-
-
-def score_reply(checks: Sequence[Check], reply: str) -> dict[str, bool]:
-    """Every applicable metric's verdict on one reply (all checks of a turn share the reply)."""
-    return {name: ok for _, name, ok in _verdicts(checks, reply)}
 
 
 def evaluate(
@@ -285,36 +362,39 @@ def evaluate(
     examples: Sequence[Example],
     progress: bool = False,
     max_failures: int = 50,
+    metrics: Sequence[Metric] = METRICS,
 ) -> QualityReport:
-    """Prompt the model at every graded turn of every example and aggregate the metrics."""
+    """Prompt the model at every turn that `metrics` grade and aggregate them (the gate's by default; the
+    unseen-tools table with `UNSEEN_METRICS`). Checks no metric grades are skipped, their turns not prompted."""
     from tqdm.auto import tqdm
 
     from switchyard_training.failure_kinds import failure_kind
 
-    metrics = {m.name: MetricResult(m.name, target=m.target) for m in METRICS}
+    results = {m.name: MetricResult(m.name, target=m.target) for m in metrics}
     failures: list[Failure] = []
     kinds: dict[str, dict[str, int]] = {}
     turns = [
-        (i, e, turn, [c for c in e.checks if c.turn == turn])
+        (i, e, turn, _turn_checks(e, turn))
         for i, e in enumerate(examples)
-        for turn in _graded_turns(e)
+        for turn in _graded_turns(e, metrics)
     ]
     for index, example, turn, checks in tqdm(turns, desc="eval", disable=not progress, dynamic_ncols=True):
         reply = generate_fn(example.messages[:turn], example.tools)
-        for check, name, ok in _verdicts(checks, reply):
-            metrics[name].total += 1
-            metrics[name].correct += ok
+        for check, metric, ok in _verdicts(example.category, checks, reply, metrics):
+            name = metric.name
+            results[name].total += 1
+            results[name].correct += ok
             if ok:
                 continue
             prompt = prompt_text(example.messages[:turn])
-            kind = failure_kind(name, check, reply, prompt)
+            kind = failure_kind(metric.rule_name, check, reply, prompt)
             counts = kinds.setdefault(name, {})
             counts[kind] = counts.get(kind, 0) + 1
             if len(failures) < max_failures:
                 prompt_tail = str(example.messages[turn - 1].get("content", ""))[-300:]
                 expected = {k: v for c in checks for k, v in c.to_dict().items() if k != "turn"}
                 failures.append(Failure(name, prompt_tail, reply, expected, kind, index, turn))
-    return QualityReport(metrics=metrics, graded_turns=len(turns), failures=failures, failure_kinds=kinds)
+    return QualityReport(metrics=results, graded_turns=len(turns), failures=failures, failure_kinds=kinds)
 
 
 def prompt_text(messages: Sequence[dict[str, Any]]) -> str:
@@ -322,8 +402,13 @@ def prompt_text(messages: Sequence[dict[str, Any]]) -> str:
     return "\n".join(str(m.get("content") or "") for m in messages)
 
 
-def _graded_turns(example: Example) -> list[int]:
-    return sorted({c.turn for c in example.checks})
+def _graded_turns(example: Example, metrics: Sequence[Metric] = (*METRICS, *UNSEEN_METRICS)) -> list[int]:
+    """The turns of `example` that one of `metrics` grades."""
+    return sorted({c.turn for c in example.checks if any(m.grades(example.category, c) for m in metrics)})
+
+
+def _turn_checks(example: Example, turn: int) -> list[Check]:
+    return [c for c in example.checks if c.turn == turn]
 
 
 class HFGenerator:
@@ -446,6 +531,11 @@ grounded answers. At 400 a rate near its target moves across it with the sample 
 grounded 0.793 on 400, 0.891 and 0.804 on 1200; training/RESULTS.md)."""
 
 
+UNSEEN_EXAMPLES = 600
+"""Conversations over unseen tools graded by default (`unseen_tools_config(size=600)`, the `unseen-tools`
+suite's): a rate near 0.9 on ~200 checks is known to about +-0.04 (Wilson 95%)."""
+
+
 def run_gate(
     model: str | Path = MAIN_MODEL,
     draft: str | Path | None = DRAFT_MODEL,
@@ -456,21 +546,37 @@ def run_gate(
     backend: str = "switchyard",
     max_failures: int = 50,
     message_tool: bool = True,
+    unseen_examples: int = UNSEEN_EXAMPLES,
 ) -> QualityReport:
     """Held-out corpus -> main model (Switchyard's engine, or transformers) -> report, plus the draft's
-    agreement. `message_tool` False grades a model trained without `send_message` (runs up to 27) on the
-    corpus it was trained for."""
+    agreement, and the unseen-tools table on `unseen_examples` conversations (0: none) in `report.unseen`.
+    `message_tool` False grades a model trained without `send_message` (runs up to 27) on the corpus it was
+    trained for."""
     examples = generate_corpus(heldout_config(size=num_examples, seed=seed, message_tool=message_tool))
+    unseen = generate_corpus(unseen_tools_config(size=unseen_examples, seed=seed)) if unseen_examples else []
     generator: EngineGenerator | HFGenerator
     if backend == "switchyard":
         generator = EngineGenerator(resolve_model(model), max_new_tokens=max_new_tokens)
-        generator.prefetch(examples, progress=progress)
+        generator.prefetch([*examples, *unseen], progress=progress)
     else:
         generator = HFGenerator(resolve_model(model), max_new_tokens=max_new_tokens)
     report = evaluate(generator, examples, progress=progress, max_failures=max_failures)
+    # the draft is measured along the gate's replies only, so its agreement stays comparable run to run
+    gate_transcripts = list(generator.transcripts)
+    if unseen:
+        report.unseen = evaluate(
+            generator, unseen, progress=progress, max_failures=max_failures, metrics=UNSEEN_METRICS
+        )
     if draft is not None:
-        report.draft_agreement = draft_agreement(resolve_model(draft), generator.transcripts)
+        report.draft_agreement = draft_agreement(resolve_model(draft), gate_transcripts)
     return report
+
+
+def _count(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -480,7 +586,9 @@ def build_parser() -> argparse.ArgumentParser:
             "Run the quality gate of the bundled models on a held-out synthetic corpus (other seed, other "
             "names): tool selection and arguments, JSON extraction, grounded answers with citations, "
             "resistance to injected instructions, and the draft model's agreement with the main model. "
-            "Exits 1 when a gated metric misses its target."
+            "Exits 1 when a gated metric misses its target. A second table, apart from the gate, grades "
+            "tools the model never saw (tool selection, exact arguments, no call where none fits, parallel "
+            "calls), each rate with its 95% interval; its targets do not set the exit status."
         ),
     )
     parser.add_argument(
@@ -496,13 +604,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--seed", type=int, default=0, help="training seed the held-out corpus is derived from"
     )
+    parser.add_argument(
+        "--unseen-examples",
+        type=_count,
+        default=UNSEEN_EXAMPLES,
+        help="conversations over tools never seen in training, graded apart from the gate; 0 skips them "
+        "(default: %(default)s)",
+    )
     parser.add_argument("--max-new-tokens", type=int, default=192, help="generation limit per reply")
     parser.add_argument("--json", type=Path, help="also write the full report (with failures) to this file")
     parser.add_argument(
         "--card",
         action="store_true",
-        help="write the results into the models' cards (README.md): a quality-gate section in the main model's, "
-        "the agreement in the draft's; a rerun replaces them",
+        help="write the results into the models' cards (README.md): a quality-gate section and an unseen-tools "
+        "section in the main model's, the agreement in the draft's; a rerun replaces them",
     )
     parser.add_argument(
         "--no-message-tool",
@@ -542,6 +657,7 @@ def main(argv: list[str] | None = None) -> int:
         backend=args.backend,
         max_failures=args.max_failures,
         message_tool=not args.no_message_tool,
+        unseen_examples=args.unseen_examples,
     )
     print(report.format_table())
     if args.json:
@@ -563,11 +679,17 @@ def _write_cards(args: argparse.Namespace, report: QualityReport) -> None:
         options.append(f"--backend {args.backend}")
     if args.no_message_tool:
         options.append("--no-message-tool")
+    if args.unseen_examples != UNSEEN_EXAMPLES:
+        options.append(f"--unseen-examples {args.unseen_examples}")
     # Models are named by their folder's name: the bundled name once they ship, never a local path.
     draft_folder = None if report.draft_agreement is None else resolve_model(args.draft)
     options.append("--no-draft" if draft_folder is None else f"--draft {draft_folder.name}")
     command = f"switchyard eval-default --model {main_folder.name} {' '.join(options)} --card"
     write_section(main_folder, SECTION, gate_section(report, command, args.examples))
+    if report.unseen is not None:
+        write_section(
+            main_folder, UNSEEN_SECTION, unseen_section(report.unseen, command, args.unseen_examples)
+        )
     if draft_folder is not None and report.draft_agreement is not None:
         section = draft_section(report.draft_agreement, main_folder.name, command)
         write_section(draft_folder, DRAFT_SECTION, section)
