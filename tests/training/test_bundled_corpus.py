@@ -11,10 +11,18 @@ import pytest
 
 from switchyard.agents import Agent, Runner, tool
 from switchyard.agents.demo_world import TOOLS, ToolWorld, evaluate_expression, run_tool
-from switchyard_training.corpus import CorpusConfig, generate_corpus, heldout_config, load_jsonl, save_jsonl
+from switchyard_training.corpus import (
+    DEFAULT_WEIGHTS,
+    CorpusConfig,
+    generate_corpus,
+    heldout_config,
+    load_jsonl,
+    save_jsonl,
+)
 from switchyard_training.entities import HELDOUT_ENTITIES, TRAIN_ENTITIES, EntityLists
 from switchyard_training.example import Category, CheckKind, Example
 from switchyard_training.quality import prompt_text, score_injection
+from switchyard_training.sessions import OPEN_FAMILY
 from switchyard_training.tasks.chat import UNKNOWN_PHRASES
 from switchyard_training.tasks.context import GroundedForms, TaskContext
 from switchyard_training.tasks.copy_drill import fact_paragraph, rewrite_request
@@ -49,7 +57,7 @@ def test_different_seed_different_corpus() -> None:
 def test_every_category_present(bundled_corpus: list[Example]) -> None:
     counts = Counter(e.category for e in bundled_corpus)
     assert set(counts) == set(Category)
-    assert min(counts.values()) >= 15
+    assert min(counts.values()) >= 5
 
 
 def test_lexical_variety(bundled_corpus: list[Example]) -> None:
@@ -307,9 +315,12 @@ def test_attribute_replies_open_like_not_found_and_end_like_the_cited_passage() 
 
 
 def test_corpora_without_the_message_tool_are_those_of_runs_up_to_27() -> None:
-    """`--no-message-tool` reproduces the older corpora byte for byte (hash of the code before the tool)."""
+    """`--no-message-tool` with the mix of its day (no generated tools) reproduces the older corpora byte for
+    byte (hash of the code before the tool)."""
     digest = hashlib.sha256()
-    for example in generate_corpus(CorpusConfig(seed=0, size=400, group_size=4, message_tool=False)):
+    first_generation = {c: w for c, w in DEFAULT_WEIGHTS.items() if c not in OPEN_FAMILY}
+    config = CorpusConfig(seed=0, size=400, group_size=4, message_tool=False, weights=first_generation)
+    for example in generate_corpus(config):
         digest.update(example.to_json().encode())
         digest.update(b"\n")
     assert digest.hexdigest() == "0747f4d5da8093eb5eebbafa8da855f638e121b80e190cfe370f12455c2c6dfe"

@@ -23,6 +23,7 @@ from switchyard_training.example import Category, Check, CheckKind, Example
 from switchyard_training.sessions import GROUPED, MAX_GROUP_SIZE, member_rng, session
 from switchyard_training.tasks.context import GroundedForms, TaskContext
 from switchyard_training.tasks.generators import GENERATORS
+from switchyard_training.tasks.tool_vocab import HELDOUT_TOOL_VOCAB, TRAIN_TOOL_VOCAB, ToolVocab
 
 __all__ = [
     "DEFAULT_WEIGHTS",
@@ -36,6 +37,7 @@ __all__ = [
     "iter_corpus",
     "load_jsonl",
     "save_jsonl",
+    "unseen_tools_config",
 ]
 
 DEFAULT_WEIGHTS: dict[Category, float] = {
@@ -47,6 +49,9 @@ DEFAULT_WEIGHTS: dict[Category, float] = {
     Category.GROUNDED: 0.24,
     Category.INJECTION: 0.08,
     Category.COPY: 0.09,
+    Category.OPEN_TOOL_CALL: 0.06,
+    Category.OPEN_TOOL_PARALLEL: 0.02,
+    Category.OPEN_NO_TOOL: 0.03,
 }
 """Shares of examples, not of tokens: a tool example (its schemas in the prompt) is ~400 tokens, an extraction,
 grounded or copy example ~100. At these shares tool use still takes about half of the tokens (tool selection
@@ -81,6 +86,9 @@ class CorpusConfig:
     message_tool: bool = True
     """Whether `send_message` is among the offered tools (the agent demo's acting tool). Corpora before it
     (runs up to 27) offered only the reading tools; False reproduces them exactly."""
+    tool_vocab: ToolVocab = TRAIN_TOOL_VOCAB
+    """What the open-tool categories' generated tools are made of (`tasks.tool_vocab`)."""
+    math_tools: bool = True
 
     @property
     def tool_names(self) -> tuple[str, ...]:
@@ -110,6 +118,30 @@ def heldout_config(size: int = 400, seed: int = 0, message_tool: bool = True) ->
     )
 
 
+UNSEEN_TOOLS_WEIGHTS: dict[Category, float] = {
+    Category.OPEN_TOOL_CALL: 0.5,
+    Category.OPEN_TOOL_PARALLEL: 0.2,
+    Category.OPEN_NO_TOOL: 0.3,
+}
+
+
+def unseen_tools_config(size: int = 600, seed: int = 0) -> CorpusConfig:
+    """Tool use on tools never seen in training: the open-tool categories drawn from the held-out tool vocabulary
+    (names, domains, wordings) and the held-out entity lists, without the generated calculators (the calculator
+    suite has its own held-out wordings)."""
+    return CorpusConfig(
+        seed=seed + UNSEEN_SEED_OFFSET,
+        size=size,
+        entities=HELDOUT_ENTITIES,
+        weights=dict(UNSEEN_TOOLS_WEIGHTS),
+        tool_vocab=HELDOUT_TOOL_VOCAB,
+        math_tools=False,
+    )
+
+
+UNSEEN_SEED_OFFSET = 2_000_003
+
+
 def iter_corpus(config: CorpusConfig) -> Iterator[Example]:
     """`config.size` conversations; with `group_size` > 1, those of the grouped categories come in groups
     (`Example.group` is the draw's index; the last group may be cut short, and a member whose request the
@@ -123,14 +155,16 @@ def iter_corpus(config: CorpusConfig) -> Iterator[Example]:
     while made < config.size:
         rng = random.Random(f"switchyard-corpus:{config.seed}:{index}")
         category = rng.choices(categories, weights)[0]
-        ctx = TaskContext(rng, config.entities, world, config.grounded_forms, config.tool_names)
+        ctx = TaskContext(rng, config.entities, world, config.grounded_forms, config.tool_names, config.tool_vocab,
+                          config.math_tools)  # fmt: skip
         if category not in grouped:
             yield GENERATORS[category](ctx)
             made += 1
         else:
             count = min(config.group_size, config.size - made)
             members = [TaskContext(member_rng(config.seed, index, m), config.entities, world, config.grounded_forms,
-                                   config.tool_names) for m in range(count)]  # fmt: skip
+                                   config.tool_names, config.tool_vocab, config.math_tools)
+                       for m in range(count)]  # fmt: skip
             yield from session(category, ctx, members, config.weights, group=index)
             made += count
         index += 1

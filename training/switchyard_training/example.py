@@ -18,6 +18,10 @@ class Category(StrEnum):
     JSON_EXTRACTION = "json_extraction"
     GROUNDED = "grounded"
     INJECTION = "injection"
+    OPEN_TOOL_CALL = "open_tool_call"
+    """The tool-use categories again over procedurally generated tools (`tasks.open_tools`), not the demo's six."""
+    OPEN_TOOL_PARALLEL = "open_tool_parallel"
+    OPEN_NO_TOOL = "open_no_tool"
     COPY = "copy"
     """Training-only drills (echo, list repeat, lookup, a paragraph repeated or rewritten) that teach copying
     spans of the prompt."""

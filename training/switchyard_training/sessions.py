@@ -20,12 +20,19 @@ from switchyard.agents.demo_world import TOOLS
 from switchyard_training.example import Category, Example
 from switchyard_training.tasks.context import TaskContext, ToolSetting
 from switchyard_training.tasks.grounded import ATTRIBUTES, company_facts, grounded_question, passage_layout
+from switchyard_training.tasks.open_tools import open_tool_session
 from switchyard_training.tasks.surface import system_prompt
 from switchyard_training.tasks.tool_use import no_tool, parallel_forms, tool_call, tool_parallel
 
 TOOL_FAMILY: tuple[Category, ...] = (Category.TOOL_CALL, Category.TOOL_PARALLEL, Category.NO_TOOL)
 """Categories whose conversations open with a system prompt and tool list that a group can share."""
-GROUPED: frozenset[Category] = frozenset((*TOOL_FAMILY, Category.GROUNDED))
+OPEN_FAMILY: tuple[Category, ...] = (
+    Category.OPEN_TOOL_CALL,
+    Category.OPEN_TOOL_PARALLEL,
+    Category.OPEN_NO_TOOL,
+)
+"""The same over generated tools: a group shares one generated tool list (`tasks.open_tools`)."""
+GROUPED: frozenset[Category] = frozenset((*TOOL_FAMILY, *OPEN_FAMILY, Category.GROUNDED))
 MAX_GROUP_SIZE = 10
 """A grounded group asks each of its two companies' 10 facts at most once."""
 
@@ -95,6 +102,8 @@ def session(
         return grounded_session(ctx, members, group)
     if category in TOOL_FAMILY:
         return tool_session(ctx, members, weights, group)
+    if category in OPEN_FAMILY:
+        return open_tool_session(ctx, members, weights, group)
     raise ValueError(f"{category} conversations are not generated in groups")
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from switchyard.agents.demo_world import TOOLS, ToolWorld, dumps_result
 from switchyard_training.entities import EntityLists
 from switchyard_training.example import Category, Check, Example
+from switchyard_training.tasks.tool_vocab import TRAIN_TOOL_VOCAB, ToolVocab
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,11 @@ class TaskContext:
     grounded_forms: GroundedForms = field(default_factory=GroundedForms)
     tool_names: tuple[str, ...] = tuple(TOOLS)
     """The tools this corpus offers (a subset of `demo_world.TOOLS`, in its order)."""
+    tool_vocab: ToolVocab = TRAIN_TOOL_VOCAB
+    """What generated tools are made of (`tasks.open_tools`): training's words, or the held-out suites'."""
+    math_tools: bool = True
+    """Whether generated tool lists include calculators under users' names (the held-out suites leave them to
+    the calculator suite)."""
 
     def pick(self, items: tuple[str, ...] | list[str]) -> str:
         return self.rng.choice(items)
