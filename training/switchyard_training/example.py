@@ -25,9 +25,6 @@ class Category(StrEnum):
     COPY = "copy"
     """Training-only drills (echo, list repeat, lookup, a paragraph repeated or rewritten) that teach copying
     spans of the prompt."""
-    OPEN_TOOL_CALL = "open_tool_call"
-    OPEN_TOOL_PARALLEL = "open_tool_parallel"
-    OPEN_NO_TOOL = "open_no_tool"
 
 
 class CheckKind(StrEnum):
