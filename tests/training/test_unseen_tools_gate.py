@@ -61,7 +61,38 @@ def _reply(*calls: dict[str, Any]) -> str:
     return "".join(format_tool_call(c) for c in calls)
 
 
+def _call_then_thanks() -> Example:
+    """A call, its result read back (the value the answer must hold), then thanks: no call fits."""
+    messages = [
+        {"role": "user", "content": "tide 3"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"id": "c1", "type": "function", "function": TIDE}],
+        },
+        {"role": "tool", "tool_call_id": "c1", "name": TIDE["name"], "content": '{"logged": "T-77"}'},
+        {"role": "assistant", "content": "Logged as T-77."},
+        {"role": "user", "content": "thanks"},
+        {"role": "assistant", "content": "You're welcome."},
+    ]
+    checks = [
+        Check(CheckKind.TOOL_CALL, turn=1, tool_calls=(TIDE,)),
+        Check(CheckKind.FACT, turn=3, answer="T-77"),
+        Check(CheckKind.NO_TOOL, turn=5),
+    ]
+    return Example(Category.OPEN_TOOL_CALL, messages, [_tool(TIDE["name"])], checks)
+
+
+def _fact_without_tools() -> Example:
+    """A plain question among unfitting tools: its no-call check counts, its fact-table answer is not a tool's."""
+    example = _no_call("capital")
+    return Example(example.category, example.messages, example.tools,
+                   [*example.checks, Check(CheckKind.FACT, turn=1, answer="Paris")])  # fmt: skip
+
+
 UNSEEN = [
+    _call_then_thanks(),
+    _fact_without_tools(),
     _call("tide 1", TIDE),
     _call("tide 2", TIDE),
     _call("lantern", LANTERN),
@@ -75,6 +106,10 @@ DEMO = [
 ]
 MODEL = Scripted(
     {
+        "tide 3": _reply(TIDE),
+        '{"logged": "T-77"}': "It is logged as T-77.",
+        "thanks": _reply(TIDE),  # a call where none fits
+        "capital": "Paris.",
         "tide 1": _reply(TIDE),
         "tide 2": _reply(
             {**TIDE, "arguments": {**TIDE["arguments"], "height_m": 4.2}}
@@ -109,13 +144,13 @@ def test_the_gate_and_the_unseen_table_never_grade_the_same_conversation() -> No
 
     model = Scripted(MODEL.replies)
     unseen = evaluate(model, [*DEMO, *UNSEEN], metrics=UNSEEN_METRICS)
-    assert sorted(model.prompts) == sorted(e.messages[0]["content"] for e in UNSEEN)
+    assert len(model.prompts) == 10 and set(model.prompts) == set(MODEL.replies) - {"weather", "hello"}
     assert _counts(unseen) == {
-        "unseen_tool_selection": (2, 3),
-        "unseen_tool_arguments": (1, 3),
-        "unseen_no_call": (1, 2),
+        "unseen_tool_selection": (3, 4),
+        "unseen_tool_arguments": (2, 4),
+        "unseen_no_call": (2, 4),
         "unseen_parallel": (1, 1),
-        "unseen_answers": (0, 0),
+        "unseen_answers": (1, 1),
     }
     assert {m.name for m in METRICS}.isdisjoint(m.name for m in UNSEEN_METRICS)
     assert set(unseen.failure_kinds) == {"unseen_tool_selection", "unseen_tool_arguments", "unseen_no_call"}
@@ -124,10 +159,11 @@ def test_the_gate_and_the_unseen_table_never_grade_the_same_conversation() -> No
 def test_each_unseen_rate_has_its_wilson_interval() -> None:
     unseen = evaluate(MODEL, UNSEEN, metrics=UNSEEN_METRICS)
     selection = unseen.metrics["unseen_tool_selection"]
-    assert selection.interval == wilson_interval(2, 3)
-    assert (selection.interval.low, selection.interval.high) == pytest.approx((0.2077, 0.9385), abs=1e-4)
-    assert unseen.metrics["unseen_answers"].interval == wilson_interval(0, 0)  # no trials: (0, 1)
-    assert not unseen.passed, "2 of 3 misses the 0.90 target"
+    assert selection.interval == wilson_interval(3, 4)
+    assert (selection.interval.low, selection.interval.high) == pytest.approx((0.3006, 0.9544), abs=1e-4)
+    assert not unseen.passed, "3 of 4 misses the 0.90 target"
+    no_trials = evaluate(MODEL, UNSEEN[2:], metrics=UNSEEN_METRICS).metrics["unseen_answers"]
+    assert no_trials.total == 0 and no_trials.interval == wilson_interval(0, 0)  # (0, 1)
 
     passing = QualityReport({"tool_selection": MetricResult("tool_selection", 1, 1, 0.90)}, 1, unseen=unseen)
     assert passing.passed, "the unseen table's verdict is not the gate's"
@@ -135,14 +171,14 @@ def test_each_unseen_rate_has_its_wilson_interval() -> None:
     gate.unseen = unseen
     raw = gate.to_dict()
     row = raw["unseen"]["metrics"]["unseen_tool_selection"]
-    assert row["correct"] == 2 and row["total"] == 3 and row["target"] == 0.90
+    assert row["correct"] == 3 and row["total"] == 4 and row["target"] == 0.90
     assert (row["low"], row["high"]) == (selection.interval.low, selection.interval.high)
     assert "unseen_tool_selection" not in raw["metrics"] and "unseen" not in raw["unseen"]
     table = gate.format_table()
-    assert "unseen_tool_selection    0.667  [0.208, 0.939]       3    0.90  FAIL" in table
-    assert "unseen tools: targets MISSED over 6 graded turns" in table
+    assert "unseen_tool_selection    0.750  [0.301, 0.954]       4    0.90  FAIL" in table
+    assert "unseen tools: targets MISSED over 10 graded turns" in table
 
-    card = unseen_section(unseen, "switchyard eval-default --unseen-examples 6", 6)
-    assert card.startswith(UNSEEN_SECTION + "\n")
-    assert "| unseen_tool_selection | 0.667 | [0.208, 0.939] | 2 / 3 | 0.90 | **fail** |" in card
+    card = unseen_section(unseen, "switchyard eval-default --unseen-examples 8", 8)
+    assert card.startswith(UNSEEN_SECTION + "\n") and "on 8 conversations" in card
+    assert "| unseen_tool_selection | 0.750 | [0.301, 0.954] | 3 / 4 | 0.90 | **fail** |" in card
     assert "| unseen_parallel | 1.000 | [0.207, 1.000] | 1 / 1 | - |  |" in card
