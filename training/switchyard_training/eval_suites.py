@@ -349,7 +349,9 @@ def calculator_agent_config() -> dict[str, Any]:
 
 
 def calculator_case(index: int, text: str, result: str, form: str) -> dict[str, Any]:
-    checks: list[dict[str, Any]] = [{"scorer": "regex", "metric": "answers", "pattern": answer_pattern(result)}]
+    checks: list[dict[str, Any]] = [
+        {"scorer": "regex", "metric": "answers", "pattern": answer_pattern(result)}
+    ]
     if not form.startswith("chain"):  # one call is the right way; a chain may fairly take two
         checks.append({"scorer": "tool_selection", "calls": [{"name": "calculator"}]})
     return {
