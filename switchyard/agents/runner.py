@@ -290,16 +290,20 @@ class Runner:
         if client is None:
             raise ValueError(f"agent {agent.name!r} has no model client and the runner has no default")
         response = await self._call_model(run, agent, client, request)
-        if isinstance(response, RunResult):
-            return response
+        if isinstance(
+            response, Exception
+        ):  # the endpoint failed: end the run, keeping its state for a resume
+            return self._finish(run, RunStatus.MODEL_ERROR, f"{type(response).__name__}: {response}")
         retry = None
         if worth_asking_again(response):
             retry = retry_max_tokens(agent.settings, request.max_tokens, tokens_left(run.limits, state.usage))
+        retry_failure = None
         if retry is not None:  # asked again with room to close the call; the cut attempt is not kept
-            request = dataclasses.replace(request, max_tokens=retry)
-            response = await self._call_model(run, agent, client, request)
-            if isinstance(response, RunResult):
-                return response
+            again = await self._call_model(run, agent, client, dataclasses.replace(request, max_tokens=retry))
+            if isinstance(again, Exception):  # e.g. no room for that budget in the context: report the cut
+                retry_failure = f"asked again with max_tokens={retry}: {type(again).__name__}: {again}"
+            else:
+                request, response = dataclasses.replace(request, max_tokens=retry), again
         state.turns += 1
         message: dict[str, Any] = {"role": "assistant", "content": response.content}
         if response.reasoning:
@@ -335,7 +339,9 @@ class Runner:
             )
             if final is None and pending.status is CallStatus.DONE:  # refused by validation: never run
                 run.emit(ToolResult(agent.name, pending.call_id, pending.name, pending.result or "", True))
-        return self._after_model_turn(run, agent, response, final, calls, answered, request.max_tokens)
+        return self._after_model_turn(
+            run, agent, response, final, calls, answered, request.max_tokens, retry_failure
+        )
 
     def _after_model_turn(
         self,
@@ -346,8 +352,10 @@ class Runner:
         calls: list[PendingCall],
         answered: PendingCall | None,
         asked: int | None,
+        retry_failure: str | None,
     ) -> RunResult | None:
-        """`asked`: the max_tokens of the request that got `response`."""
+        """`asked`: the max_tokens of the request that got `response`; `retry_failure`: why asking a cut
+        call again failed, if it did."""
         state, limits = run.state, run.limits
         if final is not None:
             tripped = first_tripped(agent.output_guardrails, _as_text(final[0]))
@@ -358,7 +366,7 @@ class Runner:
             state.final_output = final[0]
             return self._finish(run, RunStatus.COMPLETED, "")
         if response.cut_short and (not calls or any(c.is_error for c in calls)):
-            return self._finish_cut_reply(run, asked, response)  # asked again already, where allowed
+            return self._finish_cut_reply(run, asked, response, retry_failure)  # asked again already
         if state.bad_call_streak > limits.max_tool_retries:
             return self._finish(
                 run,
@@ -377,7 +385,9 @@ class Runner:
         reached = self._over_budget(run)
         return None if reached is None else self._finish(run, *reached)
 
-    def _finish_cut_reply(self, run: ActiveRun, asked: int | None, response: ModelResponse) -> RunResult:
+    def _finish_cut_reply(
+        self, run: ActiveRun, asked: int | None, response: ModelResponse, retry_failure: str | None
+    ) -> RunResult:
         """A reply (text, or a call the cut left invalid) that stopped at a token limit: MAX_TOKENS when the run's
         own budget ran out, otherwise TRUNCATED (the request's max_tokens or the server's context)."""
         reached = self._over_budget(run)
@@ -389,15 +399,16 @@ class Runner:
         inside = "" if broken is None else f" inside a call to {broken.name} (its arguments never closed)"
         if cut_before_any_text(response):
             inside = " before any text or call was shown"
-        return self._finish(
-            run, RunStatus.TRUNCATED, f"the reply was cut short at {where}{inside} (finish_reason 'length')"
-        )
+        detail = f"the reply was cut short at {where}{inside} (finish_reason 'length')"
+        if retry_failure is not None:
+            detail += f"; {retry_failure}"
+        return self._finish(run, RunStatus.TRUNCATED, detail)
 
     async def _call_model(
         self, run: ActiveRun, agent: Agent, client: ModelClient, request: ModelRequest
-    ) -> ModelResponse | RunResult:
-        """One request to the endpoint, its usage and cost added to the run's; a failure ends the run
-        (MODEL_ERROR), keeping its state for a resume."""
+    ) -> ModelResponse | Exception:
+        """One request to the endpoint, its usage and cost added to the run's; a failure is returned for the
+        caller to report."""
         state = run.state
         on_delta = None
         if run.emit is not ignore:
@@ -410,8 +421,8 @@ class Runner:
                 response: ModelResponse = await run.bounded(client.complete(request, on_delta))
             except RunTimeoutReached:
                 raise
-            except Exception as exc:  # the endpoint failed: end the run, keeping its state for a resume
-                return self._finish(run, RunStatus.MODEL_ERROR, f"{type(exc).__name__}: {exc}")
+            except Exception as exc:
+                return exc
             cost = self.prices.cost(agent.model, response.usage)
             span.set_attribute("gen_ai.request.model", agent.model)
             if request.max_tokens is not None:

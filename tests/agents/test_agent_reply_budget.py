@@ -103,6 +103,22 @@ def test_a_reply_cut_before_showing_anything_is_asked_again_but_a_cut_answer_is_
     assert result.status is RunStatus.TRUNCATED and len(text.requests) == 1
 
 
+def test_a_retry_the_endpoint_refuses_still_reports_the_cut() -> None:
+    """A larger budget may not fit the model's context: the cut is what the run reports, with the refusal."""
+
+    def first(request: ModelRequest) -> ModelResponse:
+        if (request.max_tokens or 0) > 100:
+            raise ValueError("prompt + max_tokens exceeds the context")
+        return CUT
+
+    agent = Agent(name="a", tools=[add], client=ScriptedModel([first]), settings=ModelSettings(max_tokens=16))
+    result = Runner().run_sync(agent, "2+3")
+    assert result.status is RunStatus.TRUNCATED and "inside a call to add" in result.status_detail
+    assert result.status_detail.endswith(
+        "; asked again with max_tokens=1024: ValueError: prompt + max_tokens exceeds the context"
+    )
+
+
 def test_no_retry_past_the_runs_token_budget() -> None:
     """The retry's budget is what the run has left: no larger than the first request's, it is not made."""
     model = cut_below(10_000)
@@ -192,3 +208,11 @@ def test_the_calculators_own_budget_needs_no_retry(bundled_server: RunningServer
     status, _, results = first_turn(agent)
     assert agent.client.seen == [(64, "tool_calls")]  # type: ignore[union-attr]
     assert status is RunStatus.MAX_TURNS and results == ['{"result": "84"}']
+
+
+@needs_bundled
+def test_a_retry_past_the_models_context_reports_the_cut(bundled_server: RunningServer) -> None:
+    settings = ModelSettings(temperature=0.0, max_tokens=4, cut_call_max_tokens=100_000)
+    status, detail, results = first_turn(calculator_agent(bundled_server, settings, None))
+    assert status is RunStatus.TRUNCATED and results == []
+    assert "asked again with max_tokens=100000: BadRequestError" in detail and "context length" in detail

@@ -15,7 +15,8 @@ import re
 from pathlib import Path
 
 import pytest
-from eval_helpers import import_scripted_model
+from eval_helpers import import_scripted_model, read_jsonl, run_cli
+from server.harness import RunningServer
 
 from switchyard.agents.demo_world import ToolWorld, evaluate_expression, format_number
 from switchyard.agents.model import ModelRequest, ModelResponse
@@ -158,3 +159,14 @@ def test_the_live_calculator_reports_a_bad_expression_to_the_model() -> None:
     tool_reply = model.requests[1].messages[-1]["content"]
     assert tool_reply.startswith("Error: calculator failed") and "unsupported expression" in tool_reply
     assert json.loads(json.dumps(tool_reply))  # plain text, as the runtime sends a failed call's reason
+
+
+def test_switchyard_eval_runs_the_suite_against_a_server(eval_server: RunningServer, tmp_path: Path) -> None:
+    """A random model through the CLI: every case is run and scored (none is an endpoint error, even when a
+    cut call's retry does not fit the tiny model's context), and the missed threshold fails the run."""
+    out = tmp_path / "run"
+    done = run_cli("run", "agent-calculator", "--base-url", f"{eval_server.base_url}/v1", "--model", "tiny",
+                   "--limit", "4", "--output-dir", str(out), "--no-progress")  # fmt: skip
+    assert done.returncode == 1 and "suite agent-calculator: 4 of 4 cases scored" in done.stdout, done.stderr
+    records = read_jsonl(out / "cases.jsonl")
+    assert len(records) == 4 and all(r["error"] is None and "answers" in r["checks"] for r in records)
