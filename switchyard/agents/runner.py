@@ -290,9 +290,7 @@ class Runner:
         if client is None:
             raise ValueError(f"agent {agent.name!r} has no model client and the runner has no default")
         response = await self._call_model(run, agent, client, request)
-        if isinstance(
-            response, Exception
-        ):  # the endpoint failed: end the run, keeping its state for a resume
+        if isinstance(response, Exception):  # the endpoint failed: the run ends, resumable
             return self._finish(run, RunStatus.MODEL_ERROR, f"{type(response).__name__}: {response}")
         retry = None
         if worth_asking_again(response):
