@@ -95,12 +95,12 @@ HELDOUT_CHAIN_TEMPLATES: tuple[str, ...] = (
 
 
 def heldout_templates() -> tuple[str, ...]:
-    """Every template string above, for the disjointness test against the training phrasings."""
+    """Every whole-question template above, for the disjointness test against the training phrasings (the
+    step fragments, "add {n}", are words rather than phrasings: the rendered questions' test covers them)."""
     return (
         *HELDOUT_EXPRESSION_TEMPLATES,
         *(t for group in HELDOUT_OPERATION_TEMPLATES.values() for t in group),
         *HELDOUT_CHAIN_TEMPLATES,
-        *(w for words in STEP_WORDS.values() for w in words),
     )
 
 
