@@ -28,7 +28,7 @@ class ModelSettings:
     """When a reply stops at its budget inside a tool call (finish_reason "length", the arguments unclosed),
     the turn is asked again once with this many tokens instead of keeping a broken call; cut again, the run
     ends as TRUNCATED naming the tool. None, or a budget no larger than the first, ends it at once. Both
-    attempts count in the run's usage."""
+    attempts count in the run's usage, and a streamed run's `ModelDelta` events show both."""
     seed: int | None = None
     tool_choice: str | dict[str, Any] | None = None
     """For the first model call of the agent ("auto", "required", "none" or a named function)."""
