@@ -35,6 +35,7 @@ from switchyard_training.eval_arithmetic import (  # noqa: E402
     heldout_templates,
 )
 from switchyard_training.tasks.context import TaskContext  # noqa: E402
+from switchyard_training.tasks.open_tools import math_request, math_tool  # noqa: E402
 from switchyard_training.tasks.tool_requests import calculator_request  # noqa: E402
 
 ScriptedModel, call, say = import_scripted_model()
@@ -76,12 +77,13 @@ def test_no_held_out_template_is_a_training_one() -> None:
 
 
 def test_no_question_has_the_shape_of_a_training_request() -> None:
-    world = ToolWorld.build(HELDOUT_ENTITIES, 0)
-    rng = random.Random(0)
-    trained = {shape(calculator_request(TaskContext(rng, HELDOUT_ENTITIES, world))[0]) for _ in range(3000)}
-    asked = {shape(q.text) for q in arithmetic_questions(400, seed=0)}
-    assert len(trained) > 20 and len(asked) > 100
-    assert not asked & trained
+    """Against the demo calculator's requests and the user-written calculators' (`open_tools`)."""
+    ctx = TaskContext(random.Random(0), HELDOUT_ENTITIES, ToolWorld.build(HELDOUT_ENTITIES, 0))
+    trained = {shape(calculator_request(ctx)[0]) for _ in range(3000)}
+    trained |= {shape(math_request(ctx, math_tool(ctx))[0]) for _ in range(3000)}
+    asked = {shape(q.text): q.text for q in arithmetic_questions(400, seed=0)}
+    assert len(trained) > 40 and len(asked) > 100
+    assert not [text for form, text in asked.items() if form in trained]
 
 
 def test_every_question_has_one_right_result_that_its_check_finds() -> None:

@@ -1,7 +1,7 @@
 """Held-out arithmetic questions worded as people write them, for the `agent-calculator` suite.
 
-The training corpus asks its calculator in its own phrasings (`tasks/tool_requests.py`, `calculator_request`);
-these are other ones, kept here and never imported by a corpus generator: polite, terse, lowercase, with
+The training corpus asks its calculators in its own phrasings (`tasks/tool_requests.py`, `calculator_request`,
+and `tasks/open_tools.py`, `math_request`); these are other ones, kept here and never imported by a corpus generator: polite, terse, lowercase, with
 typos, no question mark, operators as words or symbols, two or three numbers. A test checks that no template
 here equals a training one and that no rendered question has a training question's shape.
 
@@ -36,19 +36,19 @@ STEP_WORDS: dict[str, tuple[str, ...]] = {
 HELDOUT_EXPRESSION_TEMPLATES: tuple[str, ...] = (
     "could you work out {expr} for me",
     "Could you work out {expr} please?",
-    "quick one: {expr}",
+    "got a sec? {expr}",
     "hey whats {expr} equal to",
     "pls tell me {expr}",
     "need {expr} real quick",
     "do you know what {expr} is",
     "{expr} equals what",
     "wat is {expr}",
-    "help me with {expr} please",
+    "give me a hand with {expr} please",
     "Would you mind working out {expr}?",
     "im trying to figure out {expr}",
     "can u do {expr}",
     "Hi! {expr}, what does that give?",
-    "calc {expr}",
+    "run the numbers on {expr} for me",
     "so {expr} is how much",
     "Tell me the answer to {expr}.",
     "what would {expr} be",
