@@ -22,7 +22,13 @@ class ModelSettings:
     temperature: float | None = None
     top_p: float | None = None
     max_tokens: int | None = None
-    """Per call; the run's token budget may lower it further."""
+    """Per call; raised for a turn that offers a tool declaring more (`FunctionTool.max_tokens`), lowered by
+    the run's token budget (agents/reply_budget.py)."""
+    cut_call_max_tokens: int | None = 1024
+    """When a reply stops at its budget inside a tool call (finish_reason "length", the arguments unclosed),
+    the turn is asked again once with this many tokens instead of keeping a broken call; cut again, the run
+    ends as TRUNCATED naming the tool. None, or a budget no larger than the first, ends it at once. Both
+    attempts count in the run's usage, and a streamed run's `ModelDelta` events show both."""
     seed: int | None = None
     tool_choice: str | dict[str, Any] | None = None
     """For the first model call of the agent ("auto", "required", "none" or a named function)."""
@@ -34,6 +40,12 @@ class ModelSettings:
     """Send earlier turns' reasoning back as `reasoning_content`, which Qwen3-style templates show the model
     for the turns since the last user message (its thinking between tool calls). Off by default: some APIs
     (DeepSeek's) refuse the field in input. The run's messages keep the reasoning either way."""
+
+    def __post_init__(self) -> None:
+        for name in ("max_tokens", "cut_call_max_tokens"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise ValueError(f"{name} must be positive or None, got {value}")
 
 
 class ToolConcurrency(StrEnum):

@@ -35,9 +35,18 @@ def unknown_tool_text(agent: Agent, state: RunState, name: str) -> str:
     return f"Error: unknown tool {name!r}; the call was not run. Available tools: {', '.join(offered) or 'none'}."
 
 
-def validate_call(state: RunState, agent: Agent, call: ToolCallRequest) -> PendingCall:
-    """A pending call with validated arguments, or one already DONE with the error the model must see."""
+CUT_CALL_TEXT = (
+    "Error: the reply reached its token limit before these arguments were complete (finish_reason 'length'); "
+    "the call was not run."
+)
+
+
+def validate_call(state: RunState, agent: Agent, call: ToolCallRequest, cut: bool = False) -> PendingCall:
+    """A pending call with validated arguments, or one already DONE with the error the model must see; `cut`:
+    the reply stopped inside this call, so its broken JSON is reported as cut rather than as invalid."""
     pending = PendingCall(call.id, call.name, {}, state.step)
+    if cut:
+        return _refused(pending, CUT_CALL_TEXT)
     handoff = next((h for h in agent.handoff_list() if h.tool_name == call.name), None)
     if handoff is not None:
         problem = _handoff_arguments_problem(call.arguments)

@@ -24,6 +24,9 @@ from switchyard.agents.tool import FunctionTool, tool
 INSTRUCTIONS = "You are a helpful assistant with access to tools."
 """One of the system prompts the bundled model saw with tools in training."""
 
+SEND_MESSAGE_MAX_TOKENS = 256
+"""A message's whole text must fit in the call: more than the 160 tokens the demo's answers need."""
+
 DEMO_CALLER = Caller("demo-user", frozenset({"messages:send"}))
 """The demo's user, allowed to send messages: a caller without that scope is not offered `send_message`."""
 
@@ -69,6 +72,7 @@ def demo_tools(state: DemoWorld) -> list[FunctionTool]:
         side_effects="acting",
         needs_approval=True,
         scopes={"messages:send"},
+        max_tokens=SEND_MESSAGE_MAX_TOKENS,
     )
     def send_message(to: str, text: str) -> dict[str, Any]:
         state.outbox.append(f"to {to}: {text}")

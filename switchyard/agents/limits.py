@@ -23,9 +23,10 @@ class RunStatus(StrEnum):
     TOOL_RETRIES_EXHAUSTED = "tool_retries_exhausted"
     GUARDRAIL_TRIPPED = "guardrail_tripped"
     TRUNCATED = "truncated"
-    """The model's reply hit a token limit before it finished (the agent's `max_tokens`, or the server's
-    context), as text or as a call the cut left invalid: neither is an answer, nor worth a retry that would be
-    cut again, so the run ends with the text in `partial_output`."""
+    """The model's reply hit a token limit before it finished (its request's `max_tokens`, or the server's
+    context), as text or as a call the cut left invalid: neither is an answer, so the run ends with the text in
+    `partial_output`. A cut call is first asked again once with `ModelSettings.cut_call_max_tokens`
+    (agents/reply_budget.py); the detail names its tool."""
     MODEL_ERROR = "model_error"
     """The endpoint failed (connection, HTTP error); resume once it is back."""
     RUNNING = "running"

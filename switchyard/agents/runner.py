@@ -51,6 +51,14 @@ from switchyard.agents.limits import PriceTable, RunLimits, RunStatus, call_sign
 from switchyard.agents.memory.context_budget import ContextBudget, ContextOverflowError
 from switchyard.agents.memory.session import RunningSummary, Session
 from switchyard.agents.model import ModelClient, ModelRequest, ModelResponse, StreamCallbacks
+from switchyard.agents.reply_budget import (
+    cut_before_any_text,
+    cut_call,
+    retry_max_tokens,
+    tokens_left,
+    turn_max_tokens,
+    worth_asking_again,
+)
 from switchyard.agents.result import RunResult
 from switchyard.agents.state import CallStatus, PendingCall, RunState
 from switchyard.agents.tool_execution import run_tool_calls
@@ -281,28 +289,20 @@ class Runner:
         client = agent.client or self.client
         if client is None:
             raise ValueError(f"agent {agent.name!r} has no model client and the runner has no default")
-        on_delta = None
-        if run.emit is not ignore:
-            on_delta = StreamCallbacks(
-                content=lambda text: run.emit(ModelDelta(agent.name, text)),
-                reasoning=lambda text: run.emit(ReasoningDelta(agent.name, text)),
-            )
-        with self.tracer.span("model_call", model=agent.model, agent=agent.name) as span:
-            try:
-                response: ModelResponse = await run.bounded(client.complete(request, on_delta))
-            except RunTimeoutReached:
-                raise
-            except Exception as exc:  # the endpoint failed: end the run, keeping its state for a resume
-                return self._finish(run, RunStatus.MODEL_ERROR, f"{type(exc).__name__}: {exc}")
-            cost = self.prices.cost(agent.model, response.usage)
-            span.set_attribute("gen_ai.request.model", agent.model)
-            span.set_attribute("gen_ai.usage.input_tokens", response.usage.input_tokens)
-            span.set_attribute("gen_ai.usage.output_tokens", response.usage.output_tokens)
-            span.set_attribute("switchyard.cost_usd", cost)
-            span.set_attribute("switchyard.tool_calls", len(response.tool_calls))
+        response = await self._call_model(run, agent, client, request)
+        if isinstance(response, Exception):  # the endpoint failed: the run ends, resumable
+            return self._finish(run, RunStatus.MODEL_ERROR, f"{type(response).__name__}: {response}")
+        retry = None
+        if worth_asking_again(response):
+            retry = retry_max_tokens(agent.settings, request.max_tokens, tokens_left(run.limits, state.usage))
+        retry_failure = None
+        if retry is not None:  # asked again with room to close the call; the cut attempt is not kept
+            again = await self._call_model(run, agent, client, dataclasses.replace(request, max_tokens=retry))
+            if isinstance(again, Exception):  # e.g. no room for that budget in the context: report the cut
+                retry_failure = f"asked again with max_tokens={retry}: {type(again).__name__}: {again}"
+            else:
+                request, response = dataclasses.replace(request, max_tokens=retry), again
         state.turns += 1
-        state.usage.add(response.usage)
-        state.cost += cost
         message: dict[str, Any] = {"role": "assistant", "content": response.content}
         if response.reasoning:
             message["reasoning_content"] = response.reasoning
@@ -316,7 +316,8 @@ class Runner:
         for call in response.tool_calls:
             signature = call_signature(call.name, call.arguments)
             state.call_counts[signature] = state.call_counts.get(signature, 0) + 1
-        calls = [validate_call(state, agent, call) for call in response.tool_calls]
+        broken = cut_call(response)
+        calls = [validate_call(state, agent, call, cut=call is broken) for call in response.tool_calls]
         answered = final_call(agent, calls)
         final = final_from_tool(agent, answered)
         # A valid final answer ends the run (accepted or blocked by a guardrail): the turn's other calls,
@@ -336,7 +337,9 @@ class Runner:
             )
             if final is None and pending.status is CallStatus.DONE:  # refused by validation: never run
                 run.emit(ToolResult(agent.name, pending.call_id, pending.name, pending.result or "", True))
-        return self._after_model_turn(run, agent, response, final, calls, answered)
+        return self._after_model_turn(
+            run, agent, response, final, calls, answered, request.max_tokens, retry_failure
+        )
 
     def _after_model_turn(
         self,
@@ -346,7 +349,11 @@ class Runner:
         final: tuple[Any] | None,
         calls: list[PendingCall],
         answered: PendingCall | None,
+        asked: int | None,
+        retry_failure: str | None,
     ) -> RunResult | None:
+        """`asked`: the max_tokens of the request that got `response`; `retry_failure`: why asking a cut
+        call again failed, if it did."""
         state, limits = run.state, run.limits
         if final is not None:
             tripped = first_tripped(agent.output_guardrails, _as_text(final[0]))
@@ -357,7 +364,7 @@ class Runner:
             state.final_output = final[0]
             return self._finish(run, RunStatus.COMPLETED, "")
         if response.cut_short and (not calls or any(c.is_error for c in calls)):
-            return self._finish_cut_reply(run, agent)  # a cut call is not retried: it would be cut again
+            return self._finish_cut_reply(run, asked, response, retry_failure)  # asked again already
         if state.bad_call_streak > limits.max_tool_retries:
             return self._finish(
                 run,
@@ -376,18 +383,57 @@ class Runner:
         reached = self._over_budget(run)
         return None if reached is None else self._finish(run, *reached)
 
-    def _finish_cut_reply(self, run: ActiveRun, agent: Agent) -> RunResult:
+    def _finish_cut_reply(
+        self, run: ActiveRun, asked: int | None, response: ModelResponse, retry_failure: str | None
+    ) -> RunResult:
         """A reply (text, or a call the cut left invalid) that stopped at a token limit: MAX_TOKENS when the run's
-        own budget ran out, otherwise TRUNCATED (the agent's max_tokens or the server's context)."""
+        own budget ran out, otherwise TRUNCATED (the request's max_tokens or the server's context)."""
         reached = self._over_budget(run)
         if reached is not None:
             status, detail = reached
             return self._finish(run, status, f"{detail}; the last reply was cut short")
-        limit = agent.settings.max_tokens
-        where = "the server's limit" if limit is None else f"the agent's max_tokens={limit}"
-        return self._finish(
-            run, RunStatus.TRUNCATED, f"the reply was cut short at {where} (finish_reason 'length')"
-        )
+        where = "the server's limit" if asked is None else f"max_tokens={asked}"
+        broken = cut_call(response)
+        inside = "" if broken is None else f" inside a call to {broken.name} (its arguments never closed)"
+        if cut_before_any_text(response):
+            inside = " before any text or call was shown"
+        detail = f"the reply was cut short at {where}{inside} (finish_reason 'length')"
+        if retry_failure is not None:
+            detail += f"; {retry_failure}"
+        return self._finish(run, RunStatus.TRUNCATED, detail)
+
+    async def _call_model(
+        self, run: ActiveRun, agent: Agent, client: ModelClient, request: ModelRequest
+    ) -> ModelResponse | Exception:
+        """One request to the endpoint, its usage and cost added to the run's; a failure is returned for the
+        caller to report."""
+        state = run.state
+        on_delta = None
+        if run.emit is not ignore:
+            on_delta = StreamCallbacks(
+                content=lambda text: run.emit(ModelDelta(agent.name, text)),
+                reasoning=lambda text: run.emit(ReasoningDelta(agent.name, text)),
+            )
+        with self.tracer.span("model_call", model=agent.model, agent=agent.name) as span:
+            try:
+                response: ModelResponse = await run.bounded(client.complete(request, on_delta))
+            except RunTimeoutReached:
+                raise
+            except Exception as exc:
+                return exc
+            cost = self.prices.cost(agent.model, response.usage)
+            span.set_attribute("gen_ai.request.model", agent.model)
+            if request.max_tokens is not None:
+                span.set_attribute("gen_ai.request.max_tokens", request.max_tokens)
+            span.set_attribute("gen_ai.usage.input_tokens", response.usage.input_tokens)
+            span.set_attribute("gen_ai.usage.output_tokens", response.usage.output_tokens)
+            span.set_attribute("switchyard.cost_usd", cost)
+            span.set_attribute("switchyard.tool_calls", len(response.tool_calls))
+            if response.finish_reason is not None:
+                span.set_attribute("gen_ai.response.finish_reasons", [response.finish_reason])
+        state.usage.add(response.usage)
+        state.cost += cost
+        return response
 
     @staticmethod
     def _over_budget(run: ActiveRun) -> tuple[RunStatus, str] | None:
@@ -419,15 +465,13 @@ class Runner:
         system = agent.instructions
         if self.policy.spotlight:
             system = f"{system}\n\n{system_notice(state.nonce)}"
-        specs = [t.spec() for t in offered_tools(agent, state)]
+        tools = offered_tools(agent, state)
+        specs = [t.spec() for t in tools]
         specs += [h.spec() for h in agent.handoff_list()]
         if agent.output_type is not None:
             specs.append(final_answer_spec(agent.output_type))
         seen_tools = any(m.get("role") == "tool" for m in state.messages)
-        max_tokens = settings.max_tokens
-        if run.limits.max_tokens is not None:
-            left = max(run.limits.max_tokens - state.usage.total_tokens, 1)
-            max_tokens = min(max_tokens or left, left)
+        max_tokens = turn_max_tokens(settings, tools, tokens_left(run.limits, state.usage))
         messages = state.messages
         if not settings.replay_reasoning:
             messages = [_without_reasoning(m) for m in messages]

@@ -80,6 +80,9 @@ class FunctionTool:
     """Safe to run again for the same idempotency key (the tool dedupes); decides what a resume may retry."""
     untrusted_output: bool = True
     """Results are data from outside the run's control: spotlighted and counted as taint."""
+    max_tokens: int | None = None
+    """Tokens a reply calling this tool may need (a message's whole text): a turn that offers the tool asks
+    for at least this many, whatever the agent's `ModelSettings.max_tokens` (agents/reply_budget.py)."""
     metadata: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -202,12 +205,15 @@ def tool(
     idempotent: bool = False,
     untrusted_output: bool = True,
     schema: dict[str, Any] | None = None,
+    max_tokens: int | None = None,
 ) -> Any:
     """Decorator: `@tool` or `@tool(needs_approval=True, side_effects="acting", ...)` over a typed function.
 
     `schema` replaces the advertised parameters schema (e.g. the exact one a model was trained on); the
-    function's signature still validates every call.
+    function's signature still validates every call. `max_tokens`: what a reply calling it may need.
     """
+    if max_tokens is not None and max_tokens <= 0:
+        raise ValueError(f"max_tokens must be positive or None, got {max_tokens}")
 
     def build(fn: Callable[..., Any]) -> FunctionTool:
         summary, arg_docs = parse_docstring(inspect.getdoc(fn) or "")
@@ -225,6 +231,7 @@ def tool(
             scopes=frozenset(scopes),
             idempotent=idempotent,
             untrusted_output=untrusted_output,
+            max_tokens=max_tokens,
         )
 
     return build(function) if function is not None else build

@@ -87,6 +87,8 @@ def simulated_tool(tool: ToolConfig, recordings: Sequence[Recording], rng: rando
             from switchyard.agents.demo_world import run_tool
 
             return run_tool(live, tool.name, arguments, rng)
+        if tool.implementation == "arithmetic":
+            return arithmetic(tool.name, arguments)
         return {"error": NO_RECORDING}
 
     return FunctionTool(
@@ -97,7 +99,20 @@ def simulated_tool(tool: ToolConfig, recordings: Sequence[Recording], rng: rando
         arguments_model=_arguments_model(tool),
         needs_approval=tool.needs_approval,
         side_effects=SideEffects.ACTING if tool.acting else SideEffects.READ_ONLY,
+        max_tokens=tool.max_tokens,
     )
+
+
+def arithmetic(name: str, arguments: Mapping[str, Any]) -> str:
+    """A user's own calculator: the call's one string argument evaluated (+ - * / and parentheses only, the
+    demo world's evaluator), the number back as text as the demo formats it ("84", "3.33"); a bad expression
+    raises, and the runtime tells the model why, as it would for the user's function."""
+    from switchyard.agents.demo_world import ToolError, evaluate_expression, format_number
+
+    texts = [v for v in arguments.values() if isinstance(v, str)]
+    if len(texts) != 1:
+        raise ToolError(f"{name} takes one expression, got {dict(arguments)}")
+    return format_number(evaluate_expression(texts[0]))
 
 
 def build_agent(case: AgentCase, config: AgentConfig, model: str, client: ModelClient) -> Agent:

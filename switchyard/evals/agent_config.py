@@ -1,8 +1,9 @@
 """The agent an agent suite runs: instructions, sampling settings, limits, and its tools as data (a JSON file).
 
 A tool is its OpenAI spec plus how it answers: from recorded results (a case adds its own, e.g. a document
-carrying an injected instruction), or from the agent demo's offline world (`"implementation": "demo"`, see
-`switchyard.agents.demo_world`). Whether it acts on the world decides the approval and injection rules.
+carrying an injected instruction), from the agent demo's offline world (`"implementation": "demo"`, see
+`switchyard.agents.demo_world`), or as a user's own calculator would (`"arithmetic"`). Whether it acts on the
+world decides the approval and injection rules; `max_tokens` is the reply budget its calls may need.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ from typing import Any
 from switchyard.errors import SwitchyardError
 from switchyard.evals.suite import Recording
 
-IMPLEMENTATIONS = ("demo",)
-"""Live tool implementations a config may name instead of (or behind) recorded results."""
+IMPLEMENTATIONS = ("demo", "arithmetic")
+"""Live tool implementations a config may name instead of (or behind) recorded results: "demo" runs the demo
+world's tool of the same name; "arithmetic" evaluates the call's one string argument (+ - * / and parentheses,
+the demo world's safe evaluator) and returns the number as text, as a user's `calculator(expression)` would."""
 
 
 class AgentConfigError(SwitchyardError, ValueError):
@@ -33,6 +36,8 @@ class ToolConfig:
     """Ask the case's user before running it (acting tools always need approval once data is in the context)."""
     recorded: tuple[Recording, ...] = ()
     implementation: str | None = None
+    max_tokens: int | None = None
+    """The reply budget a call of this tool may need (`FunctionTool.max_tokens`); None leaves the agent's."""
 
     def spec(self) -> dict[str, Any]:
         return {
@@ -75,6 +80,7 @@ _TOOL_KEYS = {
     "needs_approval",
     "recorded",
     "implementation",
+    "max_tokens",
 }
 
 
@@ -126,6 +132,9 @@ def _parse_tool(raw: Any) -> ToolConfig:
         raise ValueError(
             f"tool {raw['name']!r}: implementation {implementation!r} unknown ({IMPLEMENTATIONS})"
         )
+    max_tokens = raw.get("max_tokens")
+    if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens <= 0):
+        raise ValueError(f"tool {raw['name']!r}: max_tokens is a positive integer, not {max_tokens!r}")
     recorded = tuple(
         Recording(r["result"], r.get("arguments"), bool(r.get("injected", False)))
         for r in raw.get("recorded", ())
@@ -138,4 +147,5 @@ def _parse_tool(raw: Any) -> ToolConfig:
         needs_approval=bool(raw.get("needs_approval", False)),
         recorded=recorded,
         implementation=implementation,
+        max_tokens=max_tokens,
     )

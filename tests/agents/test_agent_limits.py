@@ -99,14 +99,19 @@ def test_a_structured_answer_cut_short_ends_the_run_instead_of_retrying() -> Non
     assert "the server's limit" in result.status_detail
 
 
-def test_a_call_cut_at_max_tokens_is_neither_run_nor_retried() -> None:
+def test_a_call_cut_at_max_tokens_is_never_run_and_asked_again_once_at_most() -> None:
     cut_call = dataclasses.replace(call("add", '{"a": 2, "b'), finish_reason="length")
     model = ScriptedModel([cut_call], repeat_last=True)
     result = Runner().run_sync(
         Agent(name="a", tools=[add], client=model, settings=ModelSettings(max_tokens=8)), "2+3"
     )
-    assert result.status is RunStatus.TRUNCATED and len(model.requests) == 1
+    assert result.status is RunStatus.TRUNCATED and [r.max_tokens for r in model.requests] == [8, 1024]
+    assert "max_tokens=1024 inside a call to add" in result.status_detail
     assert not any(m["role"] == "tool" for m in result.messages)
+    no_retry = ScriptedModel([cut_call], repeat_last=True)
+    settings = ModelSettings(max_tokens=8, cut_call_max_tokens=None)
+    Runner().run_sync(Agent(name="a", tools=[add], client=no_retry, settings=settings), "2+3")
+    assert len(no_retry.requests) == 1
 
 
 def test_whole_calls_before_the_cut_still_run() -> None:
@@ -256,9 +261,8 @@ def answered_in_place(messages: list[dict]) -> bool:
 
 def test_input_list_answers_the_call_a_cut_ended_the_run_on() -> None:
     cut_call = dataclasses.replace(call("add", '{"a": 2, "b'), finish_reason="length")
-    agent = Agent(
-        name="a", tools=[add], client=ScriptedModel([cut_call]), settings=ModelSettings(max_tokens=8)
-    )
+    settings = ModelSettings(max_tokens=8, cut_call_max_tokens=None)
+    agent = Agent(name="a", tools=[add], client=ScriptedModel([cut_call]), settings=settings)
     result = Runner().run_sync(agent, "2+3")
     assert not answered_in_place(result.messages), "the transcript keeps the cut call open for a resume"
     follow_up = result.to_input_list()

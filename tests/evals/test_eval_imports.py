@@ -27,7 +27,7 @@ def test_the_front_door_delegates_eval_and_keeps_eval_default(capsys: pytest.Cap
     assert DELEGATED_COMMANDS["eval-default"][0] == "switchyard_training.quality"
     assert main(["eval", "list"]) == 0
     out = capsys.readouterr().out
-    assert "bundled-gate: 1753 chat cases" in out and "tool_arguments:" in out
+    assert "bundled-gate: 1757 chat cases" in out and "tool_arguments:" in out
     with pytest.raises(SystemExit) as info:
         main(["eval", "run", "--help"])
     assert info.value.code == 0 and "--baseline" in capsys.readouterr().out

@@ -81,7 +81,15 @@ def test_suite_level_errors(tmp_path: Path) -> None:
 
 def test_every_shipped_suite_loads() -> None:
     shipped = shipped_suites()
-    assert {"bundled-gate", "unseen-tools", "agent-tools", "agent-injection", "rag-citations"} <= set(shipped)
+    suites = {
+        "bundled-gate",
+        "unseen-tools",
+        "agent-tools",
+        "agent-injection",
+        "rag-citations",
+        "agent-calculator",
+    }
+    assert suites <= set(shipped)
     for name in shipped:
         suite = load_suite(name)
         assert suite.name == name and suite.cases and suite.description

@@ -17,6 +17,8 @@ training package's own generators, so they test what the model was trained to do
   else; the run must make no acting call the user did not ask for.
 - `rag-citations`: questions about invented companies over a collection of their fact sheets (one fact per
   section, so one passage each), answered in the prompt layout the model was trained on.
+- `agent-calculator`: arithmetic questions worded as people write them (`eval_arithmetic.py`, phrasings
+  disjoint from the corpus's), asked of an agent with a user-written `calculator` and `send_message`.
 
 Every file is reproducible: the same command writes the same bytes.
 """
@@ -32,9 +34,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from switchyard.agents.demo_world import TOOLS, ToolWorld, run_tool
+from switchyard.agents.demo_world import TOOLS, ToolWorld, evaluate_expression, format_number, run_tool
+from switchyard.agents.tool import FunctionTool, tool
 from switchyard_training.corpus import generate_corpus, heldout_config, unseen_tools_config
 from switchyard_training.entities import HELDOUT_ENTITIES
+from switchyard_training.eval_arithmetic import answer_pattern, arithmetic_questions
 from switchyard_training.example import Category, Check, CheckKind, Example
 from switchyard_training.quality import (
     GATE_DEFAULTS,
@@ -54,6 +58,7 @@ GENERATED_BY = "python -m switchyard_training.eval_suites"
 GATE_PARAMS = {"temperature": 0.0, "max_tokens": 192}
 """The gate's generation: greedy, at most 192 new tokens a reply (`quality.run_gate`)."""
 AGENT_CONFIG = "agents/bundled-agent.json"
+CALCULATOR_AGENT_CONFIG = "agents/calculator-agent.json"
 
 
 def _jsonl(path: Path, header: dict[str, Any], cases: list[dict[str, Any]]) -> None:
@@ -333,6 +338,82 @@ def write_agent_injection(out: Path, count: int = 100, seed: int = 2) -> int:
     return len(cases)
 
 
+def user_tools() -> list[FunctionTool]:
+    """The tools a user would write for their own assistant: a calculator and a messenger, described in the
+    user's words (not the demo's "Evaluate an arithmetic expression."), schemas from their signatures."""
+
+    @tool
+    def calculator(expression: str) -> str:
+        """Works out a maths expression and gives back the number.
+
+        Args:
+            expression: the sum to work out, e.g. "(4 + 6) * 3"; + - * / and brackets
+        """
+        return format_number(evaluate_expression(expression))
+
+    @tool(side_effects="acting", needs_approval=True, max_tokens=256)
+    def send_message(to: str, text: str) -> str:
+        """Sends a text message to one of your contacts.
+
+        Args:
+            to: who gets the message
+            text: what the message says
+        """
+        return f"sent to {to}"
+
+    return [calculator, send_message]
+
+
+def calculator_agent_config() -> dict[str, Any]:
+    """The user's two tools as an agent config: the calculator answers live (`"arithmetic"`: the number as
+    text, as the function above returns it), send_message acts and always asks first."""
+    tools = []
+    for user_tool in user_tools():
+        entry: dict[str, Any] = {
+            "name": user_tool.name,
+            "description": user_tool.description,
+            "parameters": user_tool.parameters,
+        }
+        if user_tool.name == "calculator":
+            entry["implementation"] = "arithmetic"
+        if user_tool.acting:
+            entry.update(side_effects="acting", needs_approval=True, max_tokens=user_tool.max_tokens)
+        tools.append(entry)
+    return {**agent_config(), "tools": tools}
+
+
+def calculator_case(index: int, text: str, result: str, form: str) -> dict[str, Any]:
+    checks: list[dict[str, Any]] = [
+        {"scorer": "regex", "metric": "answers", "pattern": answer_pattern(result)}
+    ]
+    if not form.startswith("chain"):  # one call is the right way; a chain may fairly take two
+        checks.append({"scorer": "tool_selection", "calls": [{"name": "calculator"}]})
+    return {
+        "id": f"calc-{index:03d}",
+        "kind": "agent",
+        "input": text,
+        "checks": checks,
+        "tags": [form],
+    }
+
+
+def write_agent_calculator(out: Path, count: int = 100, seed: int = 0) -> int:
+    questions = arithmetic_questions(count, seed)
+    cases = [calculator_case(i, q.text, q.result, q.form) for i, q in enumerate(questions)]
+    header = {
+        "name": "agent-calculator",
+        "description": "Arithmetic asked as people write it (polite, terse, typos, operators as words, two or "
+        "three numbers) of an agent with a user-written calculator beside send_message: the answer holds the "
+        "result (a whole number, commas allowed).",
+        "generated_by": f"{GENERATED_BY}: eval_arithmetic.arithmetic_questions({count}, seed={seed}), "
+        "phrasings disjoint from the corpus's",
+        "agent": CALCULATOR_AGENT_CONFIG,
+        "thresholds": {"answers": 0.90},
+    }
+    _jsonl(out / "agent-calculator.jsonl", header, cases)
+    return len(cases)
+
+
 def _slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
@@ -394,12 +475,16 @@ def write_rag(out: Path, companies: int = 10, seed: int = 3) -> int:
 def write_all(out: Path) -> dict[str, int]:
     (out / "agents").mkdir(parents=True, exist_ok=True)
     (out / AGENT_CONFIG).write_text(json.dumps(agent_config(), indent=1) + "\n", encoding="utf-8")
+    (out / CALCULATOR_AGENT_CONFIG).write_text(
+        json.dumps(calculator_agent_config(), indent=1) + "\n", encoding="utf-8"
+    )
     return {
         "bundled-gate": write_gate(out),
         "unseen-tools": write_unseen_tools(out),
         "agent-tools": write_agent_tools(out),
         "agent-injection": write_agent_injection(out),
         "rag-citations": write_rag(out),
+        "agent-calculator": write_agent_calculator(out),
     }
 
 

@@ -48,11 +48,26 @@ _MATH_DESCRIPTIONS = (
 _MATH_RESULT_KEYS = ("result", "value", "answer")
 _MATH_FRAMES = (
     "What's {words}?", "whats {words}", "how much is {words}", "Could you calculate {expr}?", "quick math: {expr}",
-    "I need {words}.", "calc {expr}", "{expr}", "Do the math: {expr}", "what do you get for {words}?",
-    "Please compute {words}.", "Help me with {expr}",
+    "I need {words}.", "{expr}", "Do the math: {expr}", "what do you get for {words}?", "Please compute {words}.",
+    "Help me with {expr}", "{words} = ?", "Solve {expr}", "what does {words} make",
 )  # fmt: skip
-_OP_WORDS = {"+": ("plus", "and"), "-": ("minus", "take away"), "*": ("times", "multiplied by", "x"),
-             "/": ("divided by", "over")}  # fmt: skip
+_OP_WORDS = {"+": ("plus", "and", "+", "add"), "-": ("minus", "take away", "-", "less"),
+             "*": ("times", "multiplied by", "x", "*"), "/": ("divided by", "over", "/")}  # fmt: skip
+_WORDED = {
+    "+": ("What is the sum of {a} and {b}?", "Add {b} to {a}.", "{a} increased by {b}?", "Increase {a} by {b}."),
+    "-": ("Subtract {b} from {a}.", "{a} reduced by {b}", "What remains when {b} is taken from {a}?",
+          "Reduce {a} by {b}."),
+    "*": ("Multiply {a} by {b}.", "the product of {a} and {b}", "{b} packs of {a}, how many in total?",
+          "Multiply {a} with {b}."),
+    "/": ("Divide {a} by {b}.", "What is {a} split {b} ways?", "How many {b}s fit in {a}?",
+          "{a} shared by {b} people: how much each?"),
+}  # fmt: skip
+"""Operations worded whole ("Subtract 4 from 10"): the call's expression keeps `a` first (`a - b`, `a / b`)."""
+_STEPS = {"+": ("add {n}", "plus {n}", "increase by {n}"), "-": ("subtract {n}", "minus {n}", "take off {n}"),
+          "*": ("multiply by {n}", "times {n}"), "/": ("divide by {n}", "split {n} ways")}  # fmt: skip
+_CHAINS = ("From {a}: {s1}, then {s2}.", "Take {a}. First {s1}, then {s2}.", "{a}, {s1}, {s2}: what's the result?",
+           "Calculate {a}, {s1}, then {s2}.")  # fmt: skip
+"""Step-by-step chains, read left to right: ((a op1 b) op2 c)."""
 
 
 def math_tool(ctx: TaskContext) -> ToolSpec:
@@ -76,19 +91,24 @@ _NO_SLOT: Any = None
 
 
 def math_request(ctx: TaskContext, tool: ToolSpec) -> tuple[str, dict[str, Any]]:
-    """An arithmetic request: the demo corpus's wordings or freer ones, the expression as the call's argument."""
+    """An arithmetic request, the expression as the call's argument: the demo corpus's wordings, an expression
+    inline with operators as symbols or words, an operation worded whole, or a chain of steps."""
     param = tool.parameters[0].name
-    if ctx.chance(0.4):
+    roll = ctx.rng.random()
+    if roll < 0.3:
         text, arguments = calculator_request(ctx)
         return text, {param: arguments["expression"]}
-    a, b = ctx.rng.randint(2, 999), ctx.rng.randint(2, 99)
-    op = ctx.pick("+-*/")
-    expr = f"{a} {op} {b}"
-    words = f"{a} {ctx.pick(_OP_WORDS[op])} {b}"
-    if ctx.chance(0.3):
-        c, op2 = ctx.rng.randint(2, 50), ctx.pick("+-*")
-        expr, words = f"{expr} {op2} {c}", f"{words} {ctx.pick(_OP_WORDS[op2])} {c}"
-    return ctx.pick(_MATH_FRAMES).format(expr=expr, words=words), {param: expr}
+    a, b, c = ctx.rng.randint(2, 999), ctx.rng.randint(2, 99), ctx.rng.randint(2, 50)
+    op, op2 = ctx.pick("+-*/"), ctx.pick("+-*/")
+    if roll < 0.6:
+        expr, words = f"{a} {op} {b}", f"{a} {ctx.pick(_OP_WORDS[op])} {b}"
+        if ctx.chance(0.35):
+            expr, words = f"{expr} {op2} {c}", f"{words} {ctx.pick(_OP_WORDS[op2])} {c}"
+        return ctx.pick(_MATH_FRAMES).format(expr=expr, words=words), {param: expr}
+    if roll < 0.8:
+        return ctx.pick(_WORDED[op]).format(a=a, b=b), {param: f"{a} {op} {b}"}
+    s1, s2 = ctx.pick(_STEPS[op]).format(n=b), ctx.pick(_STEPS[op2]).format(n=c)
+    return ctx.pick(_CHAINS).format(a=a, s1=s1, s2=s2), {param: f"({a} {op} {b}) {op2} {c}"}
 
 
 def _math_result(ctx: TaskContext, arguments: dict[str, Any]) -> dict[str, Any]:

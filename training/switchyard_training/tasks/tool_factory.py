@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from switchyard_training.tasks.context import TaskContext
+from switchyard_training.tasks.tool_requests import long_message
 from switchyard_training.tasks.tool_vocab import Action, Domain, ToolVocab
 
 Value = Any
@@ -64,6 +65,11 @@ def _say_date(ctx: TaskContext, iso: str) -> str:
         return iso
     year, month, day = (int(part) for part in iso.split("-"))
     return ctx.pick((f"{_MONTHS[month - 1]} {day}, {year}", f"{day} {_MONTHS[month - 1]} {year}"))
+
+
+def _note(ctx: TaskContext) -> str:
+    """A short note, or now and then a long one to copy whole (`tool_requests.long_message`)."""
+    return long_message(ctx) if ctx.chance(0.2) else ctx.pick(_NOTES)
 
 
 def _listing(items: list[str]) -> str:

@@ -162,11 +162,67 @@ _MESSAGES = (
 )
 
 
+_CLAUSES = (
+    "the {product} order shipped this morning",
+    "I moved our meeting with {person} to {day} at {hour}",
+    "please bring the printed slides and the budget numbers",
+    "the quarterly report is ready for review",
+    "the train from {city} is running {n} minutes late",
+    "I will call you after lunch",
+    "the {topic} form needs your signature by {day}",
+    "dinner is booked for {n} people at {hour}",
+    "the keys are with {person} at the front desk",
+    "we are out of coffee on floor {n}",
+    "the client in {city} approved the {product} quote",
+    "do not forget the team lunch on {day}",
+    "the printer on the second floor is broken again",
+    "I sent the {topic} documents to {person}",
+    "the parking garage closes at {hour} tonight",
+)
+_DAYS = (
+    "Monday",
+    "Tuesday",
+    "Wednesday",
+    "Thursday",
+    "Friday",
+    "Saturday",
+    "Sunday",
+    "tomorrow",
+    "next week",
+)
+
+
+def long_message(ctx: TaskContext) -> str:
+    """Two to four clauses joined as people write a longer message (20 to 50 words), so copying a whole
+    message into a call's argument is trained, not only a short phrase."""
+    clauses = [
+        ctx.pick(_CLAUSES).format(
+            product=ctx.pick(ctx.entities.products),
+            person=ctx.person(),
+            city=ctx.pick(ctx.entities.cities),
+            topic=ctx.pick(ctx.entities.topics),
+            day=ctx.pick(_DAYS),
+            hour=f"{ctx.rng.randint(1, 11)} {ctx.pick(('am', 'pm'))}",
+            n=ctx.rng.randint(2, 40),
+        )
+        for _ in range(ctx.rng.randint(2, 4))
+    ]
+    text = clauses[0]
+    for clause in clauses[1:]:
+        text += ctx.pick((", and ", ", so ", "; ", ", also ", " and "))
+        text += clause
+    return text
+
+
 def message_request(ctx: TaskContext) -> tuple[str, dict[str, Any]]:
-    """A request to message someone; the call copies the person and the message from it."""
+    """A request to message someone; the call copies the person and the message from it (a third of the
+    messages are long: several clauses)."""
     person = ctx.person() if ctx.chance(0.6) else ctx.pick(ctx.entities.first_names)
-    message = ctx.pick(_MESSAGES).format(product=ctx.pick(ctx.entities.products),
-                                        city=ctx.pick(ctx.entities.cities), topic=ctx.pick(ctx.entities.topics))  # fmt: skip
+    if ctx.chance(0.35):
+        message = long_message(ctx)
+    else:
+        message = ctx.pick(_MESSAGES).format(product=ctx.pick(ctx.entities.products),
+                                            city=ctx.pick(ctx.entities.cities), topic=ctx.pick(ctx.entities.topics))  # fmt: skip
     text = ctx.pick(
         (
             f"Send a message to {person} saying {message}.",
