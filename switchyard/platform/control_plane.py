@@ -91,6 +91,9 @@ class ControlPlane:
         self.usage = usage or UsageLedger()
         self._lock = threading.RLock()
         self._nodes: dict[str, RayNode] = {}
+        stored = store.usage()
+        if stored is not None and self.usage.snapshot() is None:
+            self.usage.restore(stored)  # fair share remembers the teams' GPU-time across a restart
         self._requeue_orphans()
         self._replay_preemptions()
 
@@ -357,6 +360,9 @@ class ControlPlane:
         pending = [record.job for record in self.store.jobs([JobState.QUEUED])]
         view = self._cluster_view(state, holders)
         self.usage.observe(state.now, gpus_by_team(running))
+        snapshot = self.usage.snapshot()
+        if snapshot is not None:
+            self.store.save_usage(snapshot)  # durable before the policy decides with it
         if not pending:
             return
         policy = self.policy_factory(self.store.quotas())

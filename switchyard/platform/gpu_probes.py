@@ -1,10 +1,10 @@
 """What a node agent checks on its GPUs: `nvidia-smi` where there is one, and injected faults everywhere.
 
 On a GPU node `nvidia-smi` reports uncorrected ECC errors and a hardware slowdown per GPU, and a failing
-`nvidia-smi` (driver gone, GPU fallen off the bus, Xid 79) marks every GPU faulty. Kernel Xid messages need
-root to read and are left to the node's own tooling. On CPU nodes (tests, a laptop) the fault file is the
-only source: a JSON object `{NODE_ID: {GPU_INDEX: REASON}}` that `switchyard cluster` writes when an operator
-injects a fault and clears when the GPU is repaired.
+`nvidia-smi` (driver gone, GPU fallen off the bus, Xid 79) marks every GPU faulty; critical Xid errors in the
+kernel log mark their GPU faulty (`xid.py`, where the agent may read the log). On CPU nodes (tests, a laptop)
+the fault file is the only source: a JSON object `{NODE_ID: {GPU_INDEX: REASON}}` that `switchyard cluster`
+writes when an operator injects a fault and clears when the GPU is repaired.
 """
 
 from __future__ import annotations
@@ -16,15 +16,22 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from switchyard.platform.xid import XidWatcher
+
 NVIDIA_SMI_FIELDS = ("index", "ecc.errors.uncorrected.volatile.total", "clocks_throttle_reasons.hw_slowdown")
 NVIDIA_SMI_BASIC_FIELDS = NVIDIA_SMI_FIELDS[:2]
 """For a driver that no longer knows the slowdown field by that name: ECC errors alone."""
 NVIDIA_SMI_TIMEOUT_S = 10.0
 
 
-def probe_gpus(node_id: str, gpu_count: int, fault_file: Path | None) -> dict[int, str]:
+def probe_gpus(
+    node_id: str, gpu_count: int, fault_file: Path | None, xid: XidWatcher | None = None
+) -> dict[int, str]:
     """Faulty GPUs of this node and why; an empty dict is a clean bill of health."""
     faults = nvidia_smi_faults(gpu_count) if shutil.which("nvidia-smi") else {}
+    if xid is not None:
+        for gpu, reason in xid.poll().items():
+            faults.setdefault(gpu, reason)
     if fault_file is not None:
         for gpu, reason in injected_faults(fault_file).get(node_id, {}).items():
             faults.setdefault(gpu, reason)

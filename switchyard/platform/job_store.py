@@ -1,4 +1,5 @@
-"""The control plane's durable state in SQLite: jobs, team quotas, node cordons and GPU health.
+"""The control plane's durable state in SQLite: jobs, team quotas, node cordons, GPU health and the teams'
+GPU-time history (fair share's decayed usage, which a restart would otherwise reset to nothing).
 
 The reconcile loop writes a decision here before it acts on it (a job is RUNNING on its placement before its
 workers are launched, PREEMPTING before the signal goes out), so a control plane restarted mid-way finds
@@ -21,6 +22,7 @@ from switchyard.platform.inventory import GpuHealth
 from switchyard.platform.job_codec import placement_from_list, placement_to_list, spec_from_dict, spec_to_dict
 from switchyard.platform.jobs import Job, JobSpec, JobState
 from switchyard.platform.policy import TeamQuota
+from switchyard.platform.usage import UsageSnapshot
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -57,6 +59,12 @@ CREATE TABLE IF NOT EXISTS gpu_health (
     reason TEXT NOT NULL,
     since REAL NOT NULL,
     PRIMARY KEY (node_id, gpu)
+);
+CREATE TABLE IF NOT EXISTS team_usage (
+    team TEXT PRIMARY KEY,
+    decayed_gpu_s REAL NOT NULL,
+    gpus INTEGER NOT NULL,
+    at REAL NOT NULL
 );
 """
 
@@ -205,6 +213,33 @@ class JobStore:
             )
             for row in rows
         }
+
+    # Fair share's history
+
+    def save_usage(self, snapshot: UsageSnapshot) -> None:
+        """Replace the stored history with `snapshot` in one transaction (all teams, or none, are written)."""
+        teams = sorted(set(snapshot.decayed_gpu_s) | set(snapshot.gpus))
+        with self._transaction() as db:
+            db.execute("DELETE FROM team_usage")
+            db.executemany(
+                "INSERT INTO team_usage (team, decayed_gpu_s, gpus, at) VALUES (?, ?, ?, ?)",
+                [
+                    (team, snapshot.decayed_gpu_s.get(team, 0.0), snapshot.gpus.get(team, 0), snapshot.at)
+                    for team in teams
+                ],
+            )
+
+    def usage(self) -> UsageSnapshot | None:
+        """The last saved history; None when none was saved (or no team had used a GPU)."""
+        with self._lock:
+            rows = self._db.execute("SELECT * FROM team_usage ORDER BY team").fetchall()
+        if not rows:
+            return None
+        return UsageSnapshot(
+            at=rows[0]["at"],
+            decayed_gpu_s={row["team"]: row["decayed_gpu_s"] for row in rows},
+            gpus={row["team"]: row["gpus"] for row in rows if row["gpus"]},
+        )
 
     # Nodes and GPUs
 

@@ -7,6 +7,7 @@ the path to it are alive; the answer carries the probe's faults.
 
 from __future__ import annotations
 
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +15,7 @@ from pathlib import Path
 import ray
 
 from switchyard.platform.gpu_probes import probe_gpus, run_burn_in
+from switchyard.platform.xid import XidWatcher
 
 
 @dataclass(frozen=True)
@@ -42,9 +44,14 @@ class NodeAgent:
         self.gpu_count = gpu_count
         self.fault_file = None if fault_file is None else Path(fault_file)
         self.burn_in_command = burn_in_command
+        self.xid = XidWatcher() if shutil.which("nvidia-smi") else None
+        """Critical Xid errors of this node's GPUs, latched while this agent lives (None without a driver)."""
+
+    def probe(self) -> dict[int, str]:
+        return probe_gpus(self.node_id, self.gpu_count, self.fault_file, self.xid)
 
     def heartbeat(self) -> Heartbeat:
-        return Heartbeat(self.node_id, time.time(), probe_gpus(self.node_id, self.gpu_count, self.fault_file))
+        return Heartbeat(self.node_id, time.time(), self.probe())
 
     def burn_in(self, gpus: list[int], timeout_s: float) -> BurnInResult:
         """The burn-in command on each GPU (when one is configured), then a fresh probe: both must pass."""
@@ -54,7 +61,7 @@ class NodeAgent:
                 failure = run_burn_in(self.burn_in_command, gpu, timeout_s)
                 if failure is not None:
                     failures[gpu] = failure
-        faults = probe_gpus(self.node_id, self.gpu_count, self.fault_file)
+        faults = self.probe()
         for gpu in gpus:
             if gpu in faults:
                 failures.setdefault(gpu, faults[gpu])

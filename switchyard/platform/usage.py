@@ -3,6 +3,7 @@
 The policy reads a ledger and never writes it; whoever runs the cluster (the control plane, the simulator)
 calls `observe` before the running set changes and `record_preemption` when it applies one. Decay is
 exponential with a half-life, so yesterday's heavy use counts half as much today (with a one-day half-life).
+A `UsageSnapshot` is what survives a control-plane restart (the control plane keeps it in its SQLite store).
 """
 
 from __future__ import annotations
@@ -33,6 +34,16 @@ def gpus_by_team(jobs: Iterable[Job]) -> dict[str, int]:
     return totals
 
 
+@dataclass(frozen=True)
+class UsageSnapshot:
+    """A ledger's history as of its last `observe`: each team's decayed GPU-seconds up to `at`, and the GPUs
+    it held from `at` on (they accrue until the next observation, also across a restart)."""
+
+    at: float
+    decayed_gpu_s: Mapping[str, float]
+    gpus: Mapping[str, int]
+
+
 @dataclass
 class UsageLedger:
     half_life_s: float = 3600.0
@@ -60,6 +71,18 @@ class UsageLedger:
         self._rates = {team: gpus for team, gpus in running_gpus.items() if gpus}
         while self._preemptions and self._preemptions[0].at < now - self.window_s:
             self._preemptions.popleft()
+
+    def snapshot(self) -> UsageSnapshot | None:
+        """The history to persist; None before the first observation (nothing to keep yet)."""
+        if self._at is None:
+            return None
+        return UsageSnapshot(self._at, dict(self._decayed), dict(self._rates))
+
+    def restore(self, snapshot: UsageSnapshot) -> None:
+        """Continue from a persisted history, as if this ledger had made those observations itself."""
+        self._at = snapshot.at
+        self._decayed = dict(snapshot.decayed_gpu_s)
+        self._rates = {team: gpus for team, gpus in snapshot.gpus.items() if gpus}
 
     def decayed_gpu_s(self, team: str) -> float:
         """Decayed GPU-seconds of the team up to the last `observe`."""

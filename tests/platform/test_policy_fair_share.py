@@ -182,3 +182,18 @@ def test_a_waiting_gang_reserves_a_node_and_only_short_jobs_backfill_it() -> Non
     view, running, pending = setup()
     patient = dict(FairSharePolicy(reserve_after_s=300.0).decide(0.0, pending, running, view).start)
     assert set(patient) == {"long", "long2", "short"}
+
+
+def test_a_gang_books_its_node_from_its_first_decision_by_default() -> None:
+    """The default books at once: a node booked from the gang's first decision takes no long job, so it drains
+    while the gang waits, and the gang starts when the node's last job ends (fake clock: t=0, then t=600)."""
+    clock = FakeClock()
+    view = cluster(1)
+    running = [run_on(view, job("r0", gpus=4, runtime=600.0), "node-0000", (0, 1, 2, 3))]
+    pending = [job("gang", gpus=8, runtime=3600.0), job("long", gpus=1, runtime=5000.0, submitted_at=0.5)]
+    policy = FairSharePolicy()
+    assert policy.decide(clock.now, pending, running, view).start == ()  # long would delay the gang: it waits
+    clock.advance(600.0)
+    view.release("r0")
+    placed = dict(policy.decide(clock.now, pending, [], view).start)
+    assert set(placed) == {"gang"} and placed["gang"].node_ids == {"node-0000"}

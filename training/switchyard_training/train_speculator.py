@@ -17,10 +17,14 @@ import argparse
 import itertools
 import json
 import math
+import signal
+import sys
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -34,12 +38,21 @@ from switchyard.models.registry import BUNDLED_DIR, MAIN_MODEL, SPECULATOR_MODEL
 from switchyard.models.speculator import Speculator, SpeculatorConfig
 from switchyard.models.tokenizer import load_tokenizer
 from switchyard_training.chat_data import chat_examples
+from switchyard_training.checkpoint import (
+    CHECKPOINT_FILE,
+    ResumeMismatchError,
+    load_checkpoint,
+    rng_state,
+    save_checkpoint,
+    set_rng_state,
+)
 from switchyard_training.corpus import CorpusConfig, heldout_config, iter_corpus
 from switchyard_training.data import TokenizedExample, tokenize_examples
 from switchyard_training.entities import training_entities
 from switchyard_training.example import Category
 from switchyard_training.recipe import DefaultRecipe
-from switchyard_training.train_loop import WarmupCosine
+from switchyard_training.train import PREEMPTED_EXIT
+from switchyard_training.train_loop import TrainingPreempted, WarmupCosine
 
 
 @dataclass(frozen=True)
@@ -75,6 +88,33 @@ class SpeculatorTrainResult:
     mean_accepted: float
     """Held-out: mean run of leading guesses that agree with the target, out of num_steps; a greedy
     verification accepts this many per step on text that follows the target's own path."""
+
+
+@dataclass(frozen=True)
+class SpeculatorCheckpoints:
+    """Where a preemptible run keeps its state, so a scheduler may stop it and start it again later."""
+
+    folder: Path
+    resume: bool = False
+    """Continue from `folder`'s checkpoint when there is one (a fresh start when there is none, so a job's
+    command can always carry `--resume`)."""
+    every_steps: int = 50
+    run: dict[str, Any] = field(default_factory=dict)
+    """What the run trains on (model, data, recipe but its minutes); a resume with another refuses to go on,
+    since the batches it skips would not be the ones its checkpoint was trained on."""
+
+    @property
+    def path(self) -> Path:
+        return self.folder / CHECKPOINT_FILE
+
+    def load(self) -> dict[str, Any] | None:
+        state = load_checkpoint(self.path) if self.resume else None
+        if state is not None and state["run"] != self.run:
+            raise ResumeMismatchError(
+                f"the checkpoint in {self.folder} belongs to another run ({state['run']}): resume with the "
+                "flags the run started with, or use another --checkpoint-dir"
+            )
+        return state
 
 
 def load_target(folder: Path, dtype: torch.dtype) -> transformers.PreTrainedModel:
@@ -199,10 +239,18 @@ def fit_speculator(
     recipe: SpeculatorRecipe,
     max_steps: int | None = None,
     progress: bool = True,
+    *,
+    checkpoints: SpeculatorCheckpoints | None = None,
+    stop: threading.Event | None = None,
 ) -> tuple[int, int, float]:
     """Train until `recipe.minutes` pass, `max_steps` are taken or the batches run out; returns the steps, the
     positions trained and the last step's loss. The learning rate warms up, then follows a cosine planned
-    from the pace of the first steps."""
+    from the pace of the first steps.
+
+    With `checkpoints`, the state (weights, optimizer, schedule, RNG, steps, time spent) is saved every
+    `every_steps` steps and at the end; resumed, the run skips the batches its checkpoint was trained on and
+    counts the time already spent against the budget. When `stop` is set (a preemption's SIGTERM), the run
+    checkpoints after the step in progress and raises TrainingPreempted: no step is lost."""
     started = time.monotonic()
     budget = recipe.minutes * 60
     autocast = cpu_has_native_bf16()
@@ -210,11 +258,39 @@ def fit_speculator(
     speculator.train()
     steps = positions = 0
     loss_value = math.nan
+    elapsed_before = 0.0
     # Planned from the pace of the first steps when only the time bounds the run.
     schedule = WarmupCosine(recipe.warmup_steps, max_steps or 1_000_000_000, min_ratio=0.1)
+    state = checkpoints.load() if checkpoints is not None else None
+    if state is not None:
+        speculator.load_state_dict(state["speculator"])
+        optimizer.load_state_dict(state["optimizer"])
+        set_rng_state(state["rng"])
+        steps, positions, loss_value = state["steps"], state["positions"], state["loss"]
+        elapsed_before, schedule.total = state["elapsed_s"], state["planned_steps"]
+        batches = itertools.islice(batches, steps, None)  # the batches already trained on
+
+    def checkpoint() -> None:
+        if checkpoints is None:
+            return
+        save_checkpoint(
+            checkpoints.path,
+            {
+                "run": checkpoints.run,
+                "speculator": speculator.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "rng": rng_state(),
+                "steps": steps,
+                "positions": positions,
+                "loss": loss_value,
+                "elapsed_s": elapsed_before + time.monotonic() - started,
+                "planned_steps": schedule.total,
+            },
+        )
+
     bar = tqdm(total=int(budget), desc="speculator", unit="s", disable=not progress)
     for examples in batches:
-        elapsed = time.monotonic() - started
+        elapsed = elapsed_before + time.monotonic() - started
         if elapsed >= budget or (max_steps is not None and steps >= max_steps):
             break
         batch = target_batch(target, examples, speculator.config.num_steps)
@@ -231,9 +307,16 @@ def fit_speculator(
         steps += 1
         positions += batch.hidden.shape[0]
         loss_value = float(loss.detach())
-        bar.n = min(int(time.monotonic() - started), int(budget))
+        bar.n = min(int(elapsed_before + time.monotonic() - started), int(budget))
         bar.set_postfix(step=steps, loss=f"{loss_value:.3f}")
+        if checkpoints is not None and steps % checkpoints.every_steps == 0:
+            checkpoint()
+        if stop is not None and stop.is_set():
+            checkpoint()
+            bar.close()
+            raise TrainingPreempted(steps)
     bar.close()
+    checkpoint()
     speculator.eval()
     return steps, positions, loss_value
 
@@ -244,12 +327,26 @@ def train_speculator(
     recipe: SpeculatorRecipe | None = None,
     progress: bool = True,
     data: Path | None = None,
+    checkpoint_dir: Path | None = None,
+    resume: bool = False,
+    stop: threading.Event | None = None,
+    checkpoint_every: int = 50,
 ) -> SpeculatorTrainResult:
     """Train a speculator for `main`, measure its held-out agreement, and write its folder (bf16 weights,
     config, card) to `output`. The data: a fresh corpus of the bundled recipe's mix, or with `data` the
     conversations of that JSONL file rendered with the model's own template (`chat_data`), its last
-    `recipe.eval_examples` held out (at most a fifth of it) and the rest repeated until the time is up."""
+    `recipe.eval_examples` held out (at most a fifth of it) and the rest repeated until the time is up.
+    With `checkpoint_dir` the training is resumable (`fit_speculator`); `resume` continues it there."""
     recipe = recipe or SpeculatorRecipe()
+    checkpoints = None
+    if checkpoint_dir is not None:
+        run = {
+            "model": str(main),
+            "data": None if data is None else str(data),
+            "recipe": {k: v for k, v in asdict(recipe).items() if k != "minutes"},
+        }
+        checkpoints = SpeculatorCheckpoints(Path(checkpoint_dir), resume, checkpoint_every, run)
+    earlier_s = _seconds_before(checkpoints)
     torch.manual_seed(recipe.seed)
     started = time.monotonic()
     folder = resolve_model(main)
@@ -280,19 +377,27 @@ def train_speculator(
         train, held_out = itertools.chain.from_iterable(itertools.repeat(examples[:split])), examples[split:]
         source = f"{split} conversations of {data.name}, rendered with the model's chat template"
     batches = conversation_batches(iter(train), recipe.batch_tokens)
-    steps, positions, loss = fit_speculator(speculator, target, batches, recipe, progress=progress)
+    steps, positions, loss = fit_speculator(
+        speculator, target, batches, recipe, progress=progress, checkpoints=checkpoints, stop=stop
+    )
     per_step, run = evaluate(speculator, target, held_out, recipe)
     result = SpeculatorTrainResult(
         steps=steps,
         positions=positions,
         final_loss=loss,
-        seconds=time.monotonic() - started,
+        seconds=earlier_s + time.monotonic() - started,
         step_agreement=per_step,
         mean_accepted=run,
     )
     speculator.to(torch.bfloat16).save(output)
     Path(output, "README.md").write_text(speculator_card(Path(str(main)).name, recipe, result, source))
     return result
+
+
+def _seconds_before(checkpoints: SpeculatorCheckpoints | None) -> float:
+    """Training time the runs before this one spent (0 for a fresh start)."""
+    state = checkpoints.load() if checkpoints is not None else None
+    return 0.0 if state is None else float(state["elapsed_s"])
 
 
 def evaluate(
@@ -370,14 +475,33 @@ def build_parser() -> argparse.ArgumentParser:
         default=SpeculatorRecipe.eval_examples,
         help="held-out conversations for the agreement written to the card",
     )
+    parser.add_argument(
+        "--checkpoint-dir",
+        type=Path,
+        default=None,
+        help="make the run preemptible: checkpoint here every --checkpoint-every steps, and on SIGTERM after "
+        "the step in progress (then exit 75); without it the run keeps nothing and SIGTERM ends it",
+    )
+    parser.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=SpeculatorCheckpoints.every_steps,
+        help="steps between checkpoints (default: %(default)s; a step is a few seconds on the bundled model)",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue from --checkpoint-dir's checkpoint (a fresh start when there is none yet): the time "
+        "already spent counts against --minutes",
+    )
     parser.add_argument("--threads", type=int, default=None)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.minutes <= 0 or args.steps < 1 or args.eval_examples < 1:
-        build_parser().error("--minutes must be > 0, --steps and --eval-examples >= 1")
+    if args.minutes <= 0 or args.steps < 1 or args.eval_examples < 1 or args.checkpoint_every < 1:
+        build_parser().error("--minutes must be > 0, --steps, --eval-examples and --checkpoint-every >= 1")
     if args.threads:
         torch.set_num_threads(args.threads)
     recipe = SpeculatorRecipe(
@@ -385,9 +509,36 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.data is not None and not args.data.is_file():
         build_parser().error(f"--data: no file {args.data}")
+    if args.resume and args.checkpoint_dir is None:
+        build_parser().error("--resume needs --checkpoint-dir")
+    stop = None
+    if args.checkpoint_dir is not None:
+        # A scheduler's preemption (SIGTERM, then a grace period) checkpoints after the step in progress.
+        stop = event = threading.Event()
+        signal.signal(signal.SIGTERM, lambda _signum, _frame: event.set())
     try:
-        result = train_speculator(args.model, args.output, recipe, data=args.data)
+        result = train_speculator(
+            args.model,
+            args.output,
+            recipe,
+            data=args.data,
+            checkpoint_dir=args.checkpoint_dir,
+            resume=args.resume,
+            stop=stop,
+            checkpoint_every=args.checkpoint_every,
+        )
+    except TrainingPreempted as preempted:
+        print(
+            f"switchyard train-speculator: preempted after step {preempted.step}; checkpointed in "
+            f"{args.checkpoint_dir}: continue with --resume",
+            file=sys.stderr,
+        )
+        return PREEMPTED_EXIT
     except (SwitchyardError, ValueError) as exc:
         build_parser().error(str(exc))
     print(json.dumps(asdict(result), indent=1))
     return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
