@@ -1,7 +1,9 @@
 """Loads a Hugging Face model folder (config.json + safetensors) into a LlamaForCausalLM (dense or MoE).
 
 Weights are read through safetensors' memory map, converted to the requested dtype and placed on the requested
-device one tensor at a time, so peak memory stays near the size of the converted model.
+device one tensor at a time, so peak memory stays near the size of the converted model. Quantized checkpoints
+are read dequantized; an int4 projection keeps its checkpoint grid on the layer (`CHECKPOINT_GRID`) so the int4
+layer is rebuilt from the stored codes.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from switchyard.errors import ModelLoadError
 from switchyard.models.config import ModelArchConfig
 from switchyard.models.llama import LlamaForCausalLM, ShardIndex
 from switchyard.models.moe import SparseMoeBlock
-from switchyard.models.quantization.checkpoint import checkpoint_quantization, dequantized
+from switchyard.models.quantization.checkpoint import checkpoint_scheme, log_dequantized, read_weight
+from switchyard.models.quantization.int4_formats import CHECKPOINT_GRID, Int4Grid
 from switchyard.models.rope import RotaryEmbedding
 
 DTYPES: dict[str, torch.dtype] = {
@@ -88,7 +91,7 @@ def load_model(
     if not folder.is_dir():
         raise ModelLoadError("model folder not found", str(folder))
     config = config or ModelArchConfig.from_folder(folder)
-    checkpoint_quantization(folder)  # refuses a scheme it cannot load, rather than dropping its scales
+    scheme = checkpoint_scheme(folder)  # refuses a scheme it cannot load, rather than dropping its scales
     torch_dtype = parse_dtype(dtype)
     device = torch.device(device)
     with torch.device("meta"):
@@ -103,17 +106,29 @@ def load_model(
     locations = weight_files(folder)
     handles: dict[Path, object] = {}
     shards: dict[str, dict[ShardIndex, torch.Tensor]] = defaultdict(dict)
+    grids: dict[str, dict[ShardIndex, Int4Grid | None]] = defaultdict(dict)
     params = dict(model.named_parameters())
+
+    def read(name: str) -> torch.Tensor:
+        path = locations.get(name)
+        if path is None:
+            raise KeyError(name)
+        handle = handles.get(path) or handles.setdefault(path, _open(path))
+        return handle.get_tensor(name)  # type: ignore[attr-defined]
+
     for ckpt_name, param_name, shard in model.checkpoint_names():
-        path = locations.get(ckpt_name)
+        path = locations.get(ckpt_name) or locations.get(ckpt_name.removesuffix(".weight") + ".qweight")
+        path = path or locations.get(ckpt_name.removesuffix(".weight") + ".weight_packed")
         if path is None:
             raise ModelLoadError(f"tensor {ckpt_name!r} is missing from the checkpoint", str(folder))
-        handle = handles.get(path) or handles.setdefault(path, _open(path))
         try:
-            tensor = handle.get_tensor(ckpt_name)  # type: ignore[attr-defined]
-            tensor = dequantized(tensor, ckpt_name, handle.get_tensor)  # type: ignore[attr-defined]
-        except (SafetensorError, OSError, ValueError) as exc:
+            decoded = read_weight(scheme, ckpt_name, read, locations.__contains__)
+        except KeyError as exc:
+            raise ModelLoadError(f"tensor {exc} is missing from the checkpoint", str(folder)) from None
+        except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
             raise ModelLoadError(f"cannot read tensor {ckpt_name!r}: {exc}", str(path)) from None
+        tensor = decoded.weight
+        grids[param_name][shard] = decoded.grid
         expected = _expected_shape(params[param_name].shape, param_name, shard, config)
         if tuple(tensor.shape) != expected:
             raise ModelLoadError(
@@ -125,6 +140,11 @@ def load_model(
     for param_name, parts in shards.items():
         value = _assemble(parts)
         _set_parameter(model, param_name, torch.nn.Parameter(value, requires_grad=False))
+        grid = _assemble_grid(grids[param_name])
+        if grid is not None:
+            setattr(model.get_submodule(param_name.rpartition(".")[0]), CHECKPOINT_GRID, grid)
+    if scheme is not None:
+        log_dequantized(scheme, torch_dtype, device)
     if config.tie_word_embeddings:
         model.lm_head.weight = model.model.embed_tokens.weight
     elif "lm_head.weight" not in shards:
@@ -148,6 +168,23 @@ def _assemble(parts: dict[ShardIndex, torch.Tensor]) -> torch.Tensor:
             [torch.cat([parts[key] for key in keys if key[0] == e], dim=0) for e in experts]  # type: ignore[index]
         )
     return torch.cat([parts[key] for key in keys], dim=0)
+
+
+def _assemble_grid(parts: dict[ShardIndex, Int4Grid | None]) -> Int4Grid | None:
+    """One layer's grid from its checkpoint tensors' grids (rows concatenated as `_assemble` does), or None
+    when any part has none, the parts' groups differ, or they are experts (which stay in dtype)."""
+    if any(grid is None for grid in parts.values()) or any(isinstance(key, tuple) for key in parts):
+        return None
+    keys = sorted(parts, key=lambda k: -1 if k is None else k)  # type: ignore[arg-type, return-value]
+    found = [parts[key] for key in keys]
+    sizes = {grid.group_size for grid in found if grid is not None}
+    if len(sizes) != 1:
+        return None
+    return Int4Grid(
+        torch.cat([grid.scales for grid in found if grid is not None]),
+        torch.cat([grid.zeros for grid in found if grid is not None]),
+        sizes.pop(),
+    )
 
 
 def _expected_shape(

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from switchyard.models.quantization.int4_formats import CHECKPOINT_GRID
 from switchyard.models.quantization.int4_linear import Int4Linear
 from switchyard.models.quantization.int8_linear import Int8Linear
 from switchyard.models.quantization.methods import QUANTIZED_MODULES, QuantizationSpec
@@ -36,21 +37,32 @@ def quantize_model(model: nn.Module, spec: QuantizationSpec) -> QuantizedWeights
         for name, module in model.named_modules()
         if isinstance(module, nn.Linear) and name.rsplit(".", 1)[-1] in QUANTIZED_MODULES
     ]
-    before = after = 0
+    before = after = swapped = 0
     for name, linear in targets:
-        before += _tensor_bytes(linear.weight, linear.bias)
         quantized = _quantized(linear, spec)
+        if quantized is None:
+            continue
+        before += _tensor_bytes(linear.weight, linear.bias)
         after += sum(_tensor_bytes(buffer) for buffer in _own_buffers(quantized))
+        swapped += 1
         parent_name, _, attr = name.rpartition(".")
         setattr(model.get_submodule(parent_name) if parent_name else model, attr, quantized)
+    if spec.prequantized and swapped < len(targets):
+        logger.warning(
+            "%d of %d projections stay in the model's dtype: the checkpoint stores them unquantized, or on a grid "
+            "the int4 kernel cannot take as stored (act-order groups, 8 bits)",
+            len(targets) - swapped,
+            len(targets),
+        )
     logger.info(
-        "quantized %d projections to %s: %.1f MiB of weights -> %.1f MiB",
-        len(targets),
+        "%s %d projections to %s: %.1f MiB of weights -> %.1f MiB",
+        "loaded the checkpoint's codes for" if spec.prequantized else "quantized",
+        swapped,
         spec.method,
         before / 2**20,
         after / 2**20,
     )
-    return QuantizedWeights(len(targets), before, after)
+    return QuantizedWeights(swapped, before, after)
 
 
 def quantized_buffer_bytes(model: nn.Module) -> int:
@@ -62,9 +74,13 @@ def quantized_buffer_bytes(model: nn.Module) -> int:
     )
 
 
-def _quantized(linear: nn.Linear, spec: QuantizationSpec) -> nn.Module:
+def _quantized(linear: nn.Linear, spec: QuantizationSpec) -> nn.Module | None:
+    """The quantized layer; None to keep `linear` (a pre-quantized checkpoint's layer with no usable grid)."""
     if spec.method == "int4":
-        return Int4Linear(linear, spec.group_size)
+        grid = getattr(linear, CHECKPOINT_GRID, None)
+        if grid is None and spec.prequantized:
+            return None
+        return Int4Linear(linear, spec.group_size, grid)
     return Int8Linear(linear, dynamic_activations=spec.method == "w8a8")
 
 

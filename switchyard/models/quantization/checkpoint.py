@@ -1,60 +1,96 @@
-"""Quantized checkpoints: what a folder's `quantization_config` says, and refusing what is not implemented.
+"""Quantized checkpoints: the scheme a folder's `quantization_config` names (schemes.py), the engine's
+quantization for it, and reading its stored projection weights as floats (plus the int4 grid they came from).
 
-Switchyard reads (and `switchyard quantize` writes) the compressed-tensors layout for int8: each quantized
-projection's `weight` is int8 with a float `weight_scale` per output channel; w8a8 adds dynamic per-token int8
-input activations (nothing stored). A checkpoint quantized any other way (GPTQ, AWQ, fp8, bitsandbytes, static
-activation scales, ...) is refused by name: loading it as plain weights would silently drop its scales.
+int8 (compressed-tensors, as `switchyard quantize` writes it) is read dequantized and quantized again per channel
+at build: the same int8 values. int4 (GPTQ, AWQ, compressed-tensors pack-quantized) is read dequantized with its
+grid attached to the layer, and the int4 layer is rebuilt from the checkpoint's own codes and grid. fp8 and 8-bit
+GPTQ are dequantized to the model's dtype at load: this CPU has no kernel for them.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from switchyard.errors import ModelLoadError
+from switchyard.models.quantization.int4_formats import DecodedWeight, decode, is_packed
 from switchyard.models.quantization.methods import QuantizationSpec
+from switchyard.models.quantization.schemes import (
+    COMPRESSED_TENSORS,
+    INT_FORMAT,
+    CheckpointScheme,
+    UnsupportedQuantizationError,
+    parse_quantization_config,
+)
 
-FORMAT = "int-quantized"
-QUANT_METHOD = "compressed-tensors"
+__all__ = [
+    "UnsupportedQuantizationError",
+    "checkpoint_quantization",
+    "checkpoint_scheme",
+    "compressed_tensors_config",
+    "read_weight",
+]
+
+logger = logging.getLogger(__name__)
 
 
-class UnsupportedQuantizationError(ModelLoadError):
-    """The checkpoint is quantized in a scheme the engine does not implement."""
-
-
-def checkpoint_quantization(folder: Path) -> QuantizationSpec | None:
-    """The folder's quantization (None for a plain checkpoint); UnsupportedQuantizationError naming the scheme."""
+def checkpoint_scheme(folder: Path) -> CheckpointScheme | None:
+    """How the folder's projections are stored (None for a plain checkpoint); UnsupportedQuantizationError
+    naming a scheme that is not implemented."""
     path = folder / "config.json"
     try:
         raw = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError):
         return None  # the model config's own reader reports it
-    config = raw.get("quantization_config") or raw.get("compression_config")
-    if config is None:
+    return parse_quantization_config(raw, str(path)) if isinstance(raw, dict) else None
+
+
+def checkpoint_quantization(folder: Path) -> QuantizationSpec | None:
+    """The engine's quantization for the folder's stored weights (None: plain, or dequantized at load)."""
+    scheme = checkpoint_scheme(folder)
+    if scheme is None or scheme.engine_method is None:
         return None
-    if not isinstance(config, Mapping):
-        raise UnsupportedQuantizationError("quantization_config is not a table", str(path))
-    method = config.get("quant_method", "<no quant_method>")
-    if method != QUANT_METHOD:
-        raise UnsupportedQuantizationError(
-            f"quantization {_describe(config)} is not implemented: Switchyard loads compressed-tensors int8 "
-            "(per-channel weights) and w8a8 (plus dynamic per-token activations), as `switchyard quantize` "
-            "writes them; or give --quantization int8|w8a8|int4 with an unquantized checkpoint",
-            str(path),
+    if scheme.engine_method == "int4":
+        # per-channel grids are split into the kernel's groups of 128 (each repeats its row's scale and zero)
+        return QuantizationSpec("int4", group_size=scheme.group_size or 128, prequantized=True)
+    return QuantizationSpec(scheme.engine_method)  # type: ignore[arg-type]
+
+
+def read_weight(
+    scheme: CheckpointScheme | None, name: str, read: Callable[[str], torch.Tensor], has: Callable[[str], bool]
+) -> DecodedWeight:
+    """Checkpoint tensor `name` as floats (or as stored when it is not a quantized weight), with the int4 grid
+    it was stored on when the int4 kernel can use that grid. `read`/`has` look tensors up by name."""
+    base = name.removesuffix(".weight")
+    if scheme is not None and name.endswith(".weight") and scheme.kind in ("gptq", "awq", "packed-int4"):
+        if is_packed(scheme, base, has):
+            return decode(scheme, base, read)
+        return DecodedWeight(read(name), None)  # a layer the checkpoint left unquantized (its `ignore` list)
+    tensor = read(name)
+    if scheme is not None and name.endswith(".weight") and has(name + "_scale"):
+        if tensor.dtype == torch.int8 or tensor.dtype == torch.float8_e4m3fn:
+            scale = read(name + "_scale").float()
+            scale = scale.reshape(-1, 1) if scale.numel() > 1 else scale.reshape(())
+            return DecodedWeight(tensor.float() * scale, None)
+    return DecodedWeight(tensor, None)
+
+
+def log_dequantized(scheme: CheckpointScheme, dtype: torch.dtype, device: torch.device) -> None:
+    """Say so when stored weights are widened at load rather than run as stored."""
+    if scheme.engine_method is None:
+        logger.warning(
+            "%s %d-bit weights dequantized to %s at load: no %s matmul kernel on %s (the model takes its "
+            "unquantized memory)",
+            scheme.kind,
+            scheme.bits,
+            str(dtype).removeprefix("torch."),
+            scheme.kind,
+            device.type,
         )
-    return _compressed_tensors(config, path)
-
-
-def dequantized(tensor: torch.Tensor, name: str, read: Any) -> torch.Tensor:
-    """A checkpoint tensor as floats: an int8 `weight` times its `weight_scale` (read by name), else as is."""
-    if tensor.dtype != torch.int8 or not name.endswith(".weight"):
-        return tensor
-    scale = read(name + "_scale").float()
-    return tensor.float() * scale.reshape(-1, 1)
 
 
 def compressed_tensors_config(method: str) -> dict[str, Any]:
@@ -66,58 +102,10 @@ def compressed_tensors_config(method: str) -> dict[str, Any]:
         else None
     )
     return {
-        "quant_method": QUANT_METHOD,
-        "format": FORMAT,
+        "quant_method": COMPRESSED_TENSORS,
+        "format": INT_FORMAT,
         "config_groups": {
             "group_0": {"targets": ["Linear"], "weights": weights, "input_activations": activations}
         },
         "ignore": ["lm_head"],
     }
-
-
-def _compressed_tensors(config: Mapping[str, Any], path: Path) -> QuantizationSpec:
-    groups = config.get("config_groups") or {}
-    if config.get("format", FORMAT) != FORMAT or len(groups) != 1:
-        raise UnsupportedQuantizationError(
-            f"compressed-tensors format {config.get('format')!r} with {len(groups)} group(s) is not "
-            f"implemented (only {FORMAT!r} with one group)",
-            str(path),
-        )
-    (group,) = groups.values()
-    weights = group.get("weights") or {}
-    activations = group.get("input_activations")
-    expected_weights = (8, "int", True, "channel")
-    found = (weights.get("num_bits"), weights.get("type"), weights.get("symmetric"), weights.get("strategy"))
-    if found != expected_weights:
-        raise UnsupportedQuantizationError(
-            f"compressed-tensors weights {dict(weights)} are not implemented (only 8-bit symmetric int per "
-            "channel)",
-            str(path),
-        )
-    if activations is None:
-        return QuantizationSpec("int8")
-    if (
-        activations.get("num_bits"),
-        activations.get("type"),
-        activations.get("dynamic"),
-        activations.get("strategy"),
-    ) != (
-        8,
-        "int",
-        True,
-        "token",
-    ):
-        raise UnsupportedQuantizationError(
-            f"compressed-tensors input activations {dict(activations)} are not implemented (only dynamic "
-            "per-token int8)",
-            str(path),
-        )
-    return QuantizationSpec("w8a8")
-
-
-def _describe(config: Mapping[str, Any]) -> str:
-    details = [str(config.get("quant_method"))]
-    for key in ("bits", "w_bit", "fmt", "format", "group_size", "q_group_size"):
-        if key in config:
-            details.append(f"{key}={config[key]}")
-    return " ".join(details)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from switchyard.models.quantization.int4_formats import Int4Grid
+
 
 def quantize_int4_groups(weight: torch.Tensor, group_size: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(codes 0..15 as int32 [out, in], float32 scale-and-zero [in / group, out, 2])."""
@@ -26,6 +28,14 @@ def quantize_int4_groups(weight: torch.Tensor, group_size: int) -> tuple[torch.T
     return codes, table
 
 
+def grid_int4_groups(weight: torch.Tensor, grid: Int4Grid, group_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """A pre-quantized checkpoint's own codes and grid, as `quantize_int4_groups` returns them: the value
+    (q - zero) * scale is (q - 8) * scale + (8 - zero) * scale."""
+    scales, zeros = grid.expanded(group_size)
+    table = torch.stack([scales, (8.0 - zeros) * scales], dim=-1).transpose(0, 1).contiguous()
+    return grid.codes(weight), table.to(weight.device)
+
+
 def dequantize_int4_groups(codes: torch.Tensor, table: torch.Tensor, group_size: int) -> torch.Tensor:
     out_features, in_features = codes.shape
     scales = table[..., 0].t().unsqueeze(-1)
@@ -35,7 +45,10 @@ def dequantize_int4_groups(codes: torch.Tensor, table: torch.Tensor, group_size:
 
 
 class Int4Linear(nn.Module):
-    def __init__(self, linear: nn.Linear, group_size: int = 128) -> None:
+    """y = x W^T + b with W int4 per group: quantized here from `linear`, or the codes of `grid` (a pre-quantized
+    checkpoint's, which are kept exactly: never rounded a second time)."""
+
+    def __init__(self, linear: nn.Linear, group_size: int = 128, grid: Int4Grid | None = None) -> None:
         super().__init__()
         self.in_features = linear.in_features
         self.out_features = linear.out_features
@@ -45,7 +58,10 @@ class Int4Linear(nn.Module):
             )
         self.group_size = group_size
         self.dtype = linear.weight.dtype
-        codes, table = quantize_int4_groups(linear.weight, group_size)
+        if grid is None:
+            codes, table = quantize_int4_groups(linear.weight, group_size)
+        else:
+            codes, table = grid_int4_groups(linear.weight.detach(), grid, group_size)
         self.on_cpu = linear.weight.device.type == "cpu"
         if self.on_cpu:
             packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(codes, 1)

@@ -19,6 +19,9 @@ class QuantizationSpec:
     method: QuantizationMethod
     group_size: int = 128
     """int4's group along the input dimension (each group has its own scale and zero point)."""
+    prequantized: bool = False
+    """The checkpoint stores the codes: layers are built from them and never rounded again, and a layer it
+    stores unquantized (or that the kernel cannot take as stored) stays in the model's dtype."""
 
     def __post_init__(self) -> None:
         if self.method not in QUANTIZATION_METHODS:

@@ -1,0 +1,326 @@
+"""Pre-quantized Hugging Face checkpoints: GPTQ and AWQ folders packed here from the formats' documentation,
+compressed-tensors int4 and fp8 packed by the `compressed-tensors` package itself. Each is checked against its
+own dequantized weights, and served through `switchyard.llm.LLM` against transformers running those dequantized
+weights in float32."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+import transformers
+from model_factory import build_hf_model
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from switchyard.engine.sampling_params import SamplingParams
+from switchyard.llm import LLM
+from switchyard.models.quantization.checkpoint import UnsupportedQuantizationError, checkpoint_scheme
+from switchyard.models.quantization.int4_linear import Int4Linear
+
+SHAPE = dict(hidden_size=128, intermediate_size=256, num_attention_heads=4, num_key_value_heads=2)
+PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+AWQ_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)
+PROMPTS = [[5, 17, 42, 99, 7], [200, 3, 3, 150, 61, 8, 12, 90], [11, 250]]
+MAX_TOKENS = 8
+
+Packer = Callable[[torch.Tensor], tuple[dict[str, torch.Tensor], torch.Tensor]]
+"""A float weight [out, in] -> (the checkpoint tensors of the projection by suffix, the dequantized weight)."""
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("prequant-llama")
+    build_hf_model("llama", folder, seed=3, **SHAPE)
+    return folder
+
+
+# ---- reference packers written from the formats' documentation ----
+
+
+def _grid(weight: torch.Tensor, group: int, bits: int, symmetric: bool, g_idx: torch.Tensor):
+    """Integer codes [out, in] and per-group scales and zero points [out, groups] (weight = (q - z) * s)."""
+    levels = (1 << bits) - 1
+    groups = int(g_idx.max()) + 1
+    scales = torch.empty(weight.shape[0], groups)
+    zeros = torch.empty(weight.shape[0], groups)
+    for g in range(groups):
+        cols = weight[:, g_idx == g]
+        if symmetric:
+            scales[:, g] = cols.abs().amax(dim=1).clamp(min=1e-8) * 2 / levels
+            zeros[:, g] = (levels + 1) // 2
+        else:
+            low, high = cols.amin(dim=1).clamp(max=0), cols.amax(dim=1).clamp(min=0)
+            scales[:, g] = (high - low).clamp(min=1e-8) / levels
+            zeros[:, g] = torch.round(-low / scales[:, g])
+    scales = scales.half().float()  # stored as fp16
+    codes = torch.round(weight / scales[:, g_idx] + zeros[:, g_idx]).clamp(0, levels).to(torch.int64)
+    return codes, scales, zeros.to(torch.int64)
+
+
+def _to_int32(words: torch.Tensor) -> torch.Tensor:
+    return torch.where(words >= 2**31, words - 2**32, words).to(torch.int32)
+
+
+def _pack_along_rows(values: torch.Tensor, bits: int) -> torch.Tensor:
+    """[rows, cols] -> int32 [rows * bits / 32, cols]: consecutive rows in one word, the first lowest."""
+    per = 32 // bits
+    chunks = values.reshape(values.shape[0] // per, per, values.shape[1])
+    return _to_int32(sum(chunks[:, j] << (bits * j) for j in range(per)))
+
+
+def _pack_along_cols(values: torch.Tensor, bits: int, order: tuple[int, ...] | None = None) -> torch.Tensor:
+    """[rows, cols] -> int32 [rows, cols * bits / 32]; field j of a word holds column order[j] of its 8."""
+    per = 32 // bits
+    order = order or tuple(range(per))
+    chunks = values.reshape(values.shape[0], values.shape[1] // per, per)
+    return _to_int32(sum(chunks[..., order[j]] << (bits * j) for j in range(per)))
+
+
+def gptq(group: int, bits: int = 4, symmetric: bool = True, v2: bool = False, act_order: bool = False) -> Packer:
+    def pack(weight: torch.Tensor) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        in_features = weight.shape[1]
+        size = group if group > 0 else in_features
+        order = torch.randperm(in_features, generator=torch.Generator().manual_seed(in_features))
+        g_idx = torch.empty(in_features, dtype=torch.int64)
+        g_idx[order if act_order else torch.arange(in_features)] = torch.arange(in_features) // size
+        codes, scales, zeros = _grid(weight, size, bits, symmetric, g_idx)
+        stored_zeros = zeros if v2 else zeros - 1  # classic GPTQ packs each zero point minus one
+        tensors = {
+            "qweight": _pack_along_rows(codes.t(), bits),
+            "qzeros": _pack_along_cols((stored_zeros.t() & ((1 << bits) - 1)), bits),
+            "scales": scales.t().half().contiguous(),
+            "g_idx": g_idx.to(torch.int32),
+        }
+        return tensors, (codes - zeros[:, g_idx]).float() * scales[:, g_idx]
+
+    return pack
+
+
+def awq(group: int) -> Packer:
+    def pack(weight: torch.Tensor) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        g_idx = torch.arange(weight.shape[1]) // group
+        codes, scales, zeros = _grid(weight, group, 4, False, g_idx)
+        tensors = {
+            "qweight": _pack_along_cols(codes.t().contiguous(), 4, AWQ_ORDER),
+            "qzeros": _pack_along_cols(zeros.t().contiguous(), 4, AWQ_ORDER),
+            "scales": scales.t().half().contiguous(),
+        }
+        return tensors, (codes - zeros[:, g_idx]).float() * scales[:, g_idx]
+
+    return pack
+
+
+def compressed(strategy: str, symmetric: bool = True, bits: int = 4, kind: str = "int") -> Packer:
+    """The compressed-tensors package's own compressor (pack-quantized int4, float-quantized fp8)."""
+    from compressed_tensors.compressors.naive_quantized.base import NaiveQuantizationCompressor
+    from compressed_tensors.compressors.pack_quantized.base import PackedQuantizationCompressor
+    from compressed_tensors.quantization import QuantizationArgs, QuantizationScheme
+    from compressed_tensors.quantization.utils import calculate_qparams
+
+    args = QuantizationArgs(
+        num_bits=bits,
+        type=kind,
+        symmetric=symmetric,
+        strategy=strategy,
+        group_size=128 if strategy == "group" else None,
+    )
+    scheme = QuantizationScheme(targets=["Linear"], weights=args)
+    compressor = PackedQuantizationCompressor if kind == "int" else NaiveQuantizationCompressor
+
+    def pack(weight: torch.Tensor) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        if strategy == "group":
+            blocks = weight.reshape(weight.shape[0], -1, 128)
+        elif strategy == "channel":
+            blocks = weight.reshape(weight.shape[0], 1, -1)
+        else:
+            blocks = weight.reshape(1, 1, -1)
+        scale, zero_point = calculate_qparams(blocks.amin(-1), blocks.amax(-1), args)
+        state = {"weight": weight, "weight_scale": scale, "weight_zero_point": zero_point}
+        tensors = compressor.compress(state, scheme)
+        dequantized = compressor.decompress(dict(tensors), scheme)["weight"].float()
+        return tensors, dequantized
+
+    return pack
+
+
+def compressed_config(weights: dict, form: str, activations: dict | None = None) -> dict:
+    return {
+        "quant_method": "compressed-tensors",
+        "format": form,
+        "config_groups": {
+            "group_0": {"targets": ["Linear"], "weights": weights, "input_activations": activations}
+        },
+        "ignore": ["lm_head"],
+    }
+
+
+def write_quantized(source: Path, target: Path, pack: Packer, config: dict) -> dict[str, torch.Tensor]:
+    """`source` with its projections packed by `pack`; returns the float state dict of the dequantized model."""
+    target.mkdir()
+    state = load_file(str(source / "model.safetensors"))
+    stored: dict[str, torch.Tensor] = {}
+    reference = dict(state)
+    for name, tensor in state.items():
+        base = name.removesuffix(".weight")
+        if name.endswith(".weight") and base.rsplit(".", 1)[-1] in PROJECTIONS:
+            tensors, dequantized = pack(tensor.float())
+            stored.update({f"{base}.{suffix}": value.contiguous() for suffix, value in tensors.items()})
+            reference[name] = dequantized
+        else:
+            stored[name] = tensor
+    save_file(stored, str(target / "model.safetensors"), metadata={"format": "pt"})
+    for path in source.iterdir():
+        if path.name != "model.safetensors":
+            shutil.copy2(path, target / path.name)
+    raw = json.loads((target / "config.json").read_text())
+    raw["quantization_config"] = config
+    (target / "config.json").write_text(json.dumps(raw))
+    return reference
+
+
+def hf_greedy(source: Path, reference: dict[str, torch.Tensor]) -> tuple[list[list[int]], list[list[float]]]:
+    """transformers on the dequantized weights, in float32: greedy tokens and their logprobs."""
+    model = transformers.AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32).eval()
+    model.load_state_dict(reference, strict=False)
+    tokens, logprobs = [], []
+    with torch.no_grad():
+        for prompt in PROMPTS:
+            ids, chosen = list(prompt), []
+            for _ in range(MAX_TOKENS):
+                last = torch.log_softmax(model(torch.tensor([ids])).logits[0, -1].float(), dim=-1)
+                ids.append(int(last.argmax()))
+                chosen.append(float(last.max()))
+            tokens.append(ids[len(prompt) :])
+            logprobs.append(chosen)
+    return tokens, logprobs
+
+
+CASES = {
+    "gptq-v1-sym-g128": (gptq(128), {"quant_method": "gptq", "bits": 4, "group_size": 128, "sym": True}),
+    "gptq-v2-asym-g64": (
+        gptq(64, symmetric=False, v2=True),
+        {"quant_method": "gptq", "bits": 4, "group_size": 64, "sym": False, "checkpoint_format": "gptq_v2"},
+    ),
+    "gptq-v1-asym-channel": (
+        gptq(-1, symmetric=False),
+        {"quant_method": "gptq", "bits": 4, "group_size": -1, "sym": False},
+    ),
+    "gptq-act-order": (
+        gptq(64, act_order=True),
+        {"quant_method": "gptq", "bits": 4, "group_size": 64, "desc_act": True},
+    ),
+    "gptq-8bit": (gptq(128, bits=8), {"quant_method": "gptq", "bits": 8, "group_size": 128}),
+    "awq-g128": (awq(128), {"quant_method": "awq", "bits": 4, "group_size": 128, "version": "gemm"}),
+    "awq-g64": (awq(64), {"quant_method": "awq", "w_bit": 4, "q_group_size": 64, "version": "GEMM"}),
+    "ct-int4-group-sym": (
+        compressed("group"),
+        compressed_config(
+            {"num_bits": 4, "type": "int", "symmetric": True, "strategy": "group", "group_size": 128},
+            "pack-quantized",
+        ),
+    ),
+    "ct-int4-channel-asym": (
+        compressed("channel", symmetric=False),
+        compressed_config(
+            {"num_bits": 4, "type": "int", "symmetric": False, "strategy": "channel"}, "pack-quantized"
+        ),
+    ),
+    "ct-fp8-dynamic": (
+        compressed("channel", bits=8, kind="float"),
+        compressed_config(
+            {"num_bits": 8, "type": "float", "symmetric": True, "strategy": "channel"},
+            "float-quantized",
+            {"num_bits": 8, "type": "float", "symmetric": True, "strategy": "token", "dynamic": True},
+        ),
+    ),
+    "ct-fp8-tensor": (
+        compressed("tensor", bits=8, kind="float"),
+        compressed_config(
+            {"num_bits": 8, "type": "float", "symmetric": True, "strategy": "tensor"}, "float-quantized"
+        ),
+    ),
+}
+KEPT_AS_INT4 = {"gptq-v1-sym-g128", "gptq-v2-asym-g64", "gptq-v1-asym-channel", "awq-g128", "awq-g64"}
+KEPT_AS_INT4 |= {"ct-int4-group-sym", "ct-int4-channel-asym"}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_prequantized_checkpoint_serves_its_own_weights(source: Path, tmp_path: Path, case: str) -> None:
+    pack, config = CASES[case]
+    folder = tmp_path / case
+    reference = write_quantized(source, folder, pack, config)
+    original = load_file(str(source / "model.safetensors"))
+    for name, dequantized in reference.items():  # the packer is faithful: within a quantization step
+        if name.rsplit(".", 2)[-2] in PROJECTIONS:
+            error = (dequantized - original[name]).abs().max() / original[name].abs().max()
+            assert error < 0.2, name
+
+    llm = LLM(str(folder), dtype="float32", skip_tokenizer=True, kv_cache_memory=4 << 20)
+    params = SamplingParams(temperature=0.0, max_tokens=MAX_TOKENS, ignore_eos=True, logprobs=0)
+    outputs = llm.generate([{"prompt_token_ids": p} for p in PROMPTS], params, use_tqdm=False)
+    want_tokens, want_logprobs = hf_greedy(source, reference)
+    for output, tokens, logprobs in zip(outputs, want_tokens, want_logprobs, strict=True):
+        got = output.outputs[0]
+        assert got.token_ids == tokens
+        # float32 both sides; the int4 kernel adds only the rounding of (8 - zero) * scale: ~1e-6 relative
+        assert [entry.logprob for entry in got.logprobs] == pytest.approx(logprobs, abs=2e-3)
+
+    qkv = llm.engine.model.model.layers[0].self_attn.qkv_proj
+    assert isinstance(qkv, Int4Linear) == (case in KEPT_AS_INT4)
+    if case not in KEPT_AS_INT4:
+        assert isinstance(qkv, nn.Linear)  # act-order groups, 8-bit GPTQ and fp8: dequantized to the dtype
+
+
+def test_the_checkpoint_codes_are_kept_exactly(source: Path, tmp_path: Path) -> None:
+    """The int4 layer holds the checkpoint's grid: its product is the dequantized weight's, in bf16 too."""
+    pack, config = CASES["gptq-v1-asym-channel"]
+    folder = tmp_path / "gptq"
+    reference = write_quantized(source, folder, pack, config)
+    llm = LLM(str(folder), dtype="bfloat16", skip_tokenizer=True, kv_cache_memory=4 << 20)
+    down = llm.engine.model.model.layers[1].mlp.down_proj
+    assert isinstance(down, Int4Linear)
+    x = torch.randn(3, down.in_features)
+    want = x @ reference["model.layers.1.mlp.down_proj.weight"].t()
+    got = down(x.to(torch.bfloat16)).float()
+    assert float((got - want).norm() / want.norm()) < 0.01  # bf16 activations and table, not re-quantization
+
+
+@pytest.mark.parametrize(
+    ("config", "named"),
+    [
+        ({"quant_method": "bitsandbytes", "load_in_4bit": True}, "bitsandbytes"),
+        ({"quant_method": "exl2", "bits": 4}, "exl2"),
+        ({"quant_method": "gptq", "bits": 4, "is_marlin_format": True}, "marlin"),
+        ({"quant_method": "gptq", "bits": 3, "group_size": 128}, "gptq bits=3"),
+        ({"quant_method": "awq", "bits": 4, "version": "gemv"}, "version=gemv"),
+        ({"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}, "fp8"),
+        (
+            compressed_config(
+                {"num_bits": 8, "type": "int", "symmetric": True, "strategy": "channel"},
+                "int-quantized",
+                {"num_bits": 8, "type": "int", "strategy": "tensor", "dynamic": False},
+            ),
+            "static activation scales",
+        ),
+        (
+            compressed_config(
+                {"num_bits": 8, "type": "float", "strategy": "block", "block_structure": [128, 128]},
+                "float-quantized",
+            ),
+            "float-quantized",
+        ),
+        (
+            compressed_config({"num_bits": 4, "type": "float", "strategy": "tensor_group"}, "nvfp4-pack-quantized"),
+            "nvfp4",
+        ),
+    ],
+)
+def test_other_schemes_are_refused_by_name(tmp_path: Path, config: dict, named: str) -> None:
+    (tmp_path / "config.json").write_text(json.dumps({"quantization_config": config}))
+    with pytest.raises(UnsupportedQuantizationError, match=named):
+        checkpoint_scheme(tmp_path)
