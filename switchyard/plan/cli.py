@@ -94,9 +94,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--quantization",
-        default="none",
-        choices=("none", "int8", "fp8", "int4"),
-        help="weight-only quantization of the decoder projections (embeddings, LM head and norms stay in dtype)",
+        default="auto",
+        choices=("auto", "none", "int8", "fp8", "int4"),
+        help="weight-only quantization of the decoder projections (embeddings, LM head and norms stay in dtype); "
+        "auto: as the folder's pre-quantized checkpoint is served (GPTQ/AWQ/compressed-tensors int4 as int4, "
+        "int8/w8a8 as int8, fp8 and 8-bit GPTQ dequantized to dtype), else none",
     )
     parser.add_argument("--max-model-len", type=_positive_int, default=None, help="default: the model's")
     parser.add_argument("--tensor-parallel-size", "-tp", type=_positive_int, default=1)
@@ -154,6 +156,21 @@ def load_config(model: str):  # type: ignore[no-untyped-def]
         if not path.is_file():
             raise ValueError(f"no config.json in {path.parent}")
     return ModelArchConfig.from_dict(json.loads(path.read_text()), str(path))
+
+
+def _quantization(flag: str, model: str) -> str:
+    """--quantization, or for auto what the engine holds for the model folder's stored weights."""
+    if flag != "auto":
+        return flag
+    path = Path(model).expanduser()
+    path = path if path.is_file() else path / "config.json"
+    if not path.is_file():
+        return "none"  # a named shape or bundled model: unquantized
+    from switchyard.models.quantization.schemes import parse_quantization_config
+
+    raw = json.loads(path.read_text())
+    scheme = parse_quantization_config(raw, str(path)) if isinstance(raw, dict) else None
+    return scheme.planned_method if scheme is not None else "none"
 
 
 def load_speculator_config(model: str):  # type: ignore[no-untyped-def]
@@ -265,6 +282,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         config = load_config(args.model)
+        quantization = _quantization(args.quantization, args.model)
     except (SwitchyardError, OSError, ValueError) as exc:
         parser.error(f"cannot read model {args.model!r}: {exc}")
     draft_config = None
@@ -285,7 +303,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         device=device,
         dtype=args.dtype,
         kv_dtype=args.kv_dtype,
-        quantization=args.quantization,
+        quantization=quantization,
         max_model_len=args.max_model_len,
         tensor_parallel=args.tensor_parallel_size,
         block_size=args.block_size,

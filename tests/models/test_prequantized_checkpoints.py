@@ -15,12 +15,12 @@ import torch
 import transformers
 from model_factory import build_hf_model
 from safetensors.torch import load_file, save_file
-from torch import nn
 
 from switchyard.engine.sampling_params import SamplingParams
 from switchyard.llm import LLM
 from switchyard.models.quantization.checkpoint import UnsupportedQuantizationError, checkpoint_scheme
 from switchyard.models.quantization.int4_linear import Int4Linear
+from switchyard.models.quantization.int8_linear import Int8Linear
 
 SHAPE = dict(hidden_size=128, intermediate_size=256, num_attention_heads=4, num_key_value_heads=2)
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -272,8 +272,8 @@ def test_a_prequantized_checkpoint_serves_its_own_weights(source: Path, tmp_path
 
     qkv = llm.engine.model.model.layers[0].self_attn.qkv_proj
     assert isinstance(qkv, Int4Linear) == (case in KEPT_AS_INT4)
-    if case not in KEPT_AS_INT4:
-        assert isinstance(qkv, nn.Linear)  # act-order groups, 8-bit GPTQ and fp8: dequantized to the dtype
+    if case not in KEPT_AS_INT4:  # act-order groups, 8-bit GPTQ and fp8: dequantized to the model's dtype
+        assert not isinstance(qkv, Int4Linear | Int8Linear)
 
 
 def test_the_checkpoint_codes_are_kept_exactly(source: Path, tmp_path: Path) -> None:
@@ -324,3 +324,23 @@ def test_other_schemes_are_refused_by_name(tmp_path: Path, config: dict, named: 
     (tmp_path / "config.json").write_text(json.dumps({"quantization_config": config}))
     with pytest.raises(UnsupportedQuantizationError, match=named):
         checkpoint_scheme(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("case", "planned"),
+    [("gptq-v1-sym-g128", "int4"), ("awq-g128", "int4"), ("ct-int4-group-sym", "int4"), ("ct-fp8-tensor", "none")],
+)
+def test_the_planner_counts_what_the_engine_holds_for_a_prequantized_folder(
+    source: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str, planned: str
+) -> None:
+    from switchyard.plan.cli import main as plan_main
+
+    folder = tmp_path / case
+    folder.mkdir()
+    raw = json.loads((source / "config.json").read_text())
+    raw["quantization_config"] = CASES[case][1]
+    (folder / "config.json").write_text(json.dumps(raw))
+    assert plan_main([str(folder), "--device", "80GiB"]) == 0
+    assert f"quantization {planned}," in capsys.readouterr().out
+    assert plan_main([str(folder), "--device", "80GiB", "--quantization", "int8"]) == 0
+    assert "quantization int8," in capsys.readouterr().out

@@ -147,8 +147,8 @@ def _with_quantization_config(source: Path, target: Path, config: dict) -> Path:
 @pytest.mark.parametrize(
     ("config", "named"),
     [
-        ({"quant_method": "gptq", "bits": 4, "group_size": 128}, "gptq bits=4 group_size=128"),
-        ({"quant_method": "awq", "bits": 4}, "awq"),
+        ({"quant_method": "gptq", "bits": 3, "group_size": 128}, "gptq bits=3 group_size=128"),
+        ({"quant_method": "awq", "bits": 4, "version": "gemv"}, "awq"),
         ({"quant_method": "fp8", "fmt": "e4m3"}, "fp8"),
         ({"quant_method": "bitsandbytes"}, "bitsandbytes"),
         (

@@ -39,11 +39,6 @@ class CheckpointScheme:
     """Classic GPTQ (`checkpoint_format` "gptq") packs each zero point minus 1; "gptq_v2" packs it as is."""
 
     @property
-    def weight_bytes(self) -> float:
-        """Bytes per stored projection weight (scales and zero points not counted, ~1-3%)."""
-        return self.bits / 8
-
-    @property
     def engine_method(self) -> str | None:
         """The engine's layer kind for these weights: int4 kept as int4 codes, int8 as int8; None: dequantized
         to the model's dtype at load (fp8 and 8-bit GPTQ on CPU, which has no kernel for them)."""
@@ -53,8 +48,10 @@ class CheckpointScheme:
 
     @property
     def planned_method(self) -> str:
-        """What `switchyard plan --quantization` counts for this folder's projection weights."""
-        return {8: "fp8" if self.kind == "fp8" else "int8", 4: "int4"}[self.bits]
+        """What `switchyard plan --quantization auto` counts for this folder's projection weights: what the engine
+        holds, so fp8 and 8-bit GPTQ (dequantized at load) count in the model's dtype."""
+        method = self.engine_method
+        return "none" if method is None else "int8" if method == "w8a8" else method
 
 
 def parse_quantization_config(raw: Mapping[str, Any], where: str) -> CheckpointScheme | None:

@@ -18,7 +18,7 @@ from safetensors.torch import save_file
 
 from switchyard.errors import ModelLoadError
 from switchyard.models.config import ModelArchConfig
-from switchyard.models.quantization.checkpoint import checkpoint_quantization, compressed_tensors_config
+from switchyard.models.quantization.checkpoint import checkpoint_scheme, compressed_tensors_config
 from switchyard.models.quantization.int8_linear import quantize_per_channel
 from switchyard.models.quantization.smoothing import activation_maxima, smooth, smoothed_groups
 
@@ -47,7 +47,7 @@ def quantize_checkpoint(job: QuantizeJob) -> Path:
         raise ValueError("w8a8 needs calibration text (--calib FILE) for its smoothing factors")
     if job.output.exists():
         raise FileExistsError(f"{job.output} already exists")
-    if checkpoint_quantization(job.source) is not None:
+    if checkpoint_scheme(job.source) is not None:
         raise ModelLoadError("the checkpoint is already quantized", str(job.source))
     if ModelArchConfig.from_folder(job.source).moe is not None:
         # transformers holds the experts fused in memory; written back they would not be the per-expert
