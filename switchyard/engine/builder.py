@@ -203,7 +203,9 @@ def build_engine_parts(config: EngineConfig) -> EngineParts:
         if tensor_parallel is not None:
             tensor_parallel.close()
         raise
-    if quantization is not None and not quantization.prequantized:  # a published checkpoint is its author's call
+    if (
+        quantization is not None and not quantization.prequantized
+    ):  # a published checkpoint is its author's call
         _warn_without_gate(folder, quantization)
     weights = model_bytes(model) + quantized_buffer_bytes(model)
     if pack:

@@ -81,7 +81,9 @@ def _pack_along_cols(values: torch.Tensor, bits: int, order: tuple[int, ...] | N
     return _to_int32(sum(chunks[..., order[j]] << (bits * j) for j in range(per)))
 
 
-def gptq(group: int, bits: int = 4, symmetric: bool = True, v2: bool = False, act_order: bool = False) -> Packer:
+def gptq(
+    group: int, bits: int = 4, symmetric: bool = True, v2: bool = False, act_order: bool = False
+) -> Packer:
     def pack(weight: torch.Tensor) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         in_features = weight.shape[1]
         size = group if group > 0 else in_features
@@ -315,7 +317,9 @@ def test_the_checkpoint_codes_are_kept_exactly(source: Path, tmp_path: Path) -> 
             "float-quantized",
         ),
         (
-            compressed_config({"num_bits": 4, "type": "float", "strategy": "tensor_group"}, "nvfp4-pack-quantized"),
+            compressed_config(
+                {"num_bits": 4, "type": "float", "strategy": "tensor_group"}, "nvfp4-pack-quantized"
+            ),
             "nvfp4",
         ),
     ],
@@ -328,7 +332,12 @@ def test_other_schemes_are_refused_by_name(tmp_path: Path, config: dict, named: 
 
 @pytest.mark.parametrize(
     ("case", "planned"),
-    [("gptq-v1-sym-g128", "int4"), ("awq-g128", "int4"), ("ct-int4-group-sym", "int4"), ("ct-fp8-tensor", "none")],
+    [
+        ("gptq-v1-sym-g128", "int4"),
+        ("awq-g128", "int4"),
+        ("ct-int4-group-sym", "int4"),
+        ("ct-fp8-tensor", "none"),
+    ],
 )
 def test_the_planner_counts_what_the_engine_holds_for_a_prequantized_folder(
     source: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str, planned: str

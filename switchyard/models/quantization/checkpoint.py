@@ -61,7 +61,10 @@ def checkpoint_quantization(folder: Path) -> QuantizationSpec | None:
 
 
 def read_weight(
-    scheme: CheckpointScheme | None, name: str, read: Callable[[str], torch.Tensor], has: Callable[[str], bool]
+    scheme: CheckpointScheme | None,
+    name: str,
+    read: Callable[[str], torch.Tensor],
+    has: Callable[[str], bool],
 ) -> DecodedWeight:
     """Checkpoint tensor `name` as floats (or as stored when it is not a quantized weight), with the int4 grid
     it was stored on when the int4 kernel can use that grid. `read`/`has` look tensors up by name."""
@@ -71,12 +74,13 @@ def read_weight(
             return decode(scheme, base, read)
         return DecodedWeight(read(name), None)  # a layer the checkpoint left unquantized (its `ignore` list)
     tensor = read(name)
-    if scheme is not None and name.endswith(".weight") and has(name + "_scale"):
-        if tensor.dtype == torch.int8 or tensor.dtype == torch.float8_e4m3fn:
-            scale = read(name + "_scale").float()
-            scale = scale.reshape(-1, 1) if scale.numel() > 1 else scale.reshape(())
-            return DecodedWeight(tensor.float() * scale, None)
-    return DecodedWeight(tensor, None)
+    if tensor.dtype not in (torch.int8, torch.float8_e4m3fn):
+        return DecodedWeight(tensor, None)
+    if scheme is None or not has(name + "_scale"):
+        raise ValueError(f"{tensor.dtype} weight without a {name}_scale to dequantize it")
+    scale = read(name + "_scale").float()
+    scale = scale.reshape(-1, 1) if scale.numel() > 1 else scale.reshape(())  # per channel, or per tensor
+    return DecodedWeight(tensor.float() * scale, None)
 
 
 def log_dequantized(scheme: CheckpointScheme, dtype: torch.dtype, device: torch.device) -> None:

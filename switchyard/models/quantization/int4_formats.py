@@ -50,6 +50,11 @@ class Int4Grid:
         """The codes of `weight` (dequantized from this grid, possibly rounded to bf16: |code - zero| <= 16,
         so bf16's relative error 2^-9 moves a code by < 0.04 and rounding recovers it exactly)."""
         out_features, in_features = weight.shape
+        if self.scales.shape[0] != out_features or self.scales.shape[1] * self.group_size < in_features:
+            raise ValueError(
+                f"an int4 grid of {tuple(self.scales.shape)} groups of {self.group_size} does not cover a weight "
+                f"of {tuple(weight.shape)}"
+            )
         scales = self.scales.to(weight.device).repeat_interleave(self.group_size, dim=1)[:, :in_features]
         zeros = self.zeros.to(weight.device).repeat_interleave(self.group_size, dim=1)[:, :in_features]
         return torch.round(weight.float() / scales + zeros).clamp(0, 15).to(torch.int32)
@@ -78,7 +83,9 @@ def decode(scheme: CheckpointScheme, base: str, read: Reader) -> DecodedWeight:
     return _compressed_tensors(scheme, base, read)
 
 
-def unpack_int32(packed: torch.Tensor, bits: int, dim: int, order: Sequence[int] | None = None) -> torch.Tensor:
+def unpack_int32(
+    packed: torch.Tensor, bits: int, dim: int, order: Sequence[int] | None = None
+) -> torch.Tensor:
     """Codes packed `32 // bits` to an int32 word along `dim` (0 or 1), the first in the lowest bits unless
     `order` names the position each field holds. Returns int32 codes, `32 // bits` times longer along `dim`."""
     per_word = 32 // bits

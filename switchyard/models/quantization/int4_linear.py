@@ -28,7 +28,9 @@ def quantize_int4_groups(weight: torch.Tensor, group_size: int) -> tuple[torch.T
     return codes, table
 
 
-def grid_int4_groups(weight: torch.Tensor, grid: Int4Grid, group_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+def grid_int4_groups(
+    weight: torch.Tensor, grid: Int4Grid, group_size: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """A pre-quantized checkpoint's own codes and grid, as `quantize_int4_groups` returns them: the value
     (q - zero) * scale is (q - 8) * scale + (8 - zero) * scale."""
     scales, zeros = grid.expanded(group_size)

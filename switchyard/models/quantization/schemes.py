@@ -131,10 +131,18 @@ def _compressed_tensors(config: Mapping[str, Any], where: str) -> CheckpointSche
     found = (weights.get("num_bits"), weights.get("type"), weights.get("strategy"))
     if form == INT_FORMAT and found == (8, "int", "channel") and weights.get("symmetric"):
         return _int8(activations, where)
-    if form == PACKED_FORMAT and found[:2] == (4, "int") and found[2] in ("group", "channel") and not activations:
+    if (
+        form == PACKED_FORMAT
+        and found[:2] == (4, "int")
+        and found[2] in ("group", "channel")
+        and not activations
+    ):
         size = weights.get("group_size") if found[2] == "group" else -1
         return CheckpointScheme(
-            "packed-int4", bits=4, group_size=_group(size, where), symmetric=bool(weights.get("symmetric", True))
+            "packed-int4",
+            bits=4,
+            group_size=_group(size, where),
+            symmetric=bool(weights.get("symmetric", True)),
         )
     if form == FLOAT_FORMAT and found[:2] == (8, "float") and found[2] in ("tensor", "channel"):
         if activations and (activations.get("num_bits"), activations.get("type")) != (8, "float"):
