@@ -117,10 +117,7 @@ def load_model(
         return handle.get_tensor(name)  # type: ignore[attr-defined]
 
     for ckpt_name, param_name, shard in model.checkpoint_names():
-        path = locations.get(ckpt_name) or locations.get(ckpt_name.removesuffix(".weight") + ".qweight")
-        path = path or locations.get(ckpt_name.removesuffix(".weight") + ".weight_packed")
-        if path is None:
-            raise ModelLoadError(f"tensor {ckpt_name!r} is missing from the checkpoint", str(folder))
+        path = locations.get(ckpt_name, folder)  # a packed projection has no tensor of this name
         try:
             decoded = read_weight(scheme, ckpt_name, read, locations.__contains__)
         except KeyError as exc:
