@@ -270,8 +270,8 @@ def test_a_prequantized_checkpoint_serves_its_own_weights(source: Path, tmp_path
         got = output.outputs[0]
         assert got.token_ids == tokens
         # float32 on both sides, the same dequantized values: what differs is the summation order of the
-        # kernels and the int4 table's (8 - zero) * scale rounding, ~1e-6 (measured 5e-7); a wrong code, zero
-        # point or packing order moves logprobs by 1e-1 and more
+        # kernels and the int4 table's (8 - zero) * scale rounding, ~1e-6 (measured 5e-7); a wrong packing
+        # order or GPTQ zero offset fails this test (checked by breaking each in the loader)
         assert [entry.logprob for entry in got.logprobs] == pytest.approx(logprobs, abs=1e-4)
 
     qkv = llm.engine.model.model.layers[0].self_attn.qkv_proj
