@@ -369,3 +369,14 @@ def test_a_packed_projection_missing_a_tensor_is_a_load_error(source: Path, tmp_
     save_file(state, str(folder / "model.safetensors"))
     with pytest.raises(ModelLoadError, match=r"'model.layers.1.mlp.down_proj.qzeros' is missing"):
         load_model(folder)
+
+
+@pytest.mark.parametrize("packed_dim", [0, 1])
+def test_unpacking_inverts_the_compressed_tensors_packer(packed_dim: int) -> None:
+    from compressed_tensors.compressors.pack_quantized.helpers import pack_to_int32
+
+    from switchyard.models.quantization.int4_formats import unpack_int32
+
+    signed = torch.randint(-8, 8, (24, 40), dtype=torch.int8, generator=torch.Generator().manual_seed(0))
+    packed = pack_to_int32(signed, 4, packed_dim=packed_dim)
+    assert torch.equal(unpack_int32(packed, 4, dim=packed_dim), signed.to(torch.int32) + 8)
