@@ -203,9 +203,8 @@ def build_engine_parts(config: EngineConfig) -> EngineParts:
         if tensor_parallel is not None:
             tensor_parallel.close()
         raise
-    if (
-        quantization is not None and not quantization.prequantized
-    ):  # a published checkpoint is its author's call
+    # a pre-quantized checkpoint's quality is its publisher's call: the gate is for quantizing here
+    if quantization is not None and not quantization.prequantized:
         _warn_without_gate(folder, quantization)
     weights = model_bytes(model) + quantized_buffer_bytes(model)
     if pack:
@@ -324,7 +323,8 @@ def _single_rank_runner(
 
 def _quantization(config: EngineConfig, folder: Path) -> QuantizationSpec | None:
     """--quantization, else what the checkpoint is quantized as (int8 weights are loaded dequantized, then
-    quantized again per channel: the same int8 values, since each row's largest weight maps to 127 both times)."""
+    quantized again per channel: the same int8 values, since each row's largest weight maps to 127 both times;
+    int4 layers are rebuilt from the checkpoint's own codes and grid)."""
     if config.quantization is not None:
         return QuantizationSpec(config.quantization)  # type: ignore[arg-type]
     return checkpoint_quantization(folder)
