@@ -11,7 +11,12 @@ import pytest
 
 from switchyard_training.corpus import CorpusConfig, generate_corpus, unseen_tools_config
 from switchyard_training.example import Category, CheckKind, Example
-from switchyard_training.tasks.tool_vocab import HELDOUT_TOOL_VOCAB, TRAIN_TOOL_VOCAB, ToolVocab
+from switchyard_training.tasks.tool_vocab import (
+    HELDOUT_TOOL_VOCAB,
+    TRAIN_TOOL_VOCAB,
+    WIDE_TRAIN_TOOL_VOCAB,
+    ToolVocab,
+)
 
 OPEN = {Category.OPEN_TOOL_CALL: 0.5, Category.OPEN_TOOL_PARALLEL: 0.2, Category.OPEN_NO_TOOL: 0.3}
 
@@ -116,3 +121,21 @@ def test_calculators_under_users_names_are_in_training(training: list[Example]) 
     ]
     assert len(math_calls) > 10
     assert len({call["name"] for call in math_calls}) > 4
+
+
+def test_invented_vocabulary_widens_training_and_stays_disjoint_from_heldout() -> None:
+    wide = WIDE_TRAIN_TOOL_VOCAB
+    assert len(wide.domains) > 10 * len(TRAIN_TOOL_VOCAB.domains)
+    held = _words(HELDOUT_TOOL_VOCAB)
+    wide_words = set().union(*_words(wide).values())
+    for part in ("domains", "objects", "actions"):
+        assert not held[part] & wide_words, part
+    examples = generate_corpus(
+        CorpusConfig(seed=9, size=200, weights=dict(OPEN), group_size=4, tool_vocab=wide)
+    )
+    invented = {d.name for d in wide.domains[len(TRAIN_TOOL_VOCAB.domains) :]}
+    names = {t["function"]["name"] for e in examples for t in e.tools}
+    assert any(any(word in name for word in invented) for name in names)
+    for example in examples:
+        for call, tool in _calls(example):
+            jsonschema.validate(call["arguments"], tool["parameters"])

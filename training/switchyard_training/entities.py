@@ -216,6 +216,11 @@ def _invented_words(
     return list(words)
 
 
+def invented_words(count: int, seed: int, banned: set[str], syllables: tuple[int, int] = (2, 3)) -> list[str]:
+    """`count` pronounceable invented words, seeded, none in `banned` (for generated tool vocabularies)."""
+    return _invented_words(count, random.Random(seed), {b.lower() for b in banned}, syllables)
+
+
 TRAINING_NAME_COUNT = 1500
 """Invented entries the widened training lists add to first names, last names and cities; products get half as
 many, jobs, topics, code words and places a fifth (companies have their own count)."""

@@ -52,6 +52,7 @@ def prepare_data(
             group_size=recipe.group_size,
             grounded_forms=recipe.grounded_forms,
             message_tool=recipe.message_tool,
+            tool_vocab=recipe.tool_vocab,
         )
     )
     tokenizer_dir = checkpoint_dir / "tokenizer"

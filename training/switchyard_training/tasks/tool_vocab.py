@@ -9,7 +9,9 @@ way its request is worded, are all new to the model: choosing it means reading t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from switchyard_training.entities import invented_words
 
 
 @dataclass(frozen=True)
@@ -220,3 +222,36 @@ HELDOUT_TOOL_VOCAB = ToolVocab(
     ),
 )
 """What the `unseen-tools` suites' tools are made of: no word of a name, domain or frame is in training's."""
+
+
+def _vocab_words(vocab: ToolVocab) -> set[str]:
+    words = {w for d in vocab.domains for w in (*d.name.split(), *(x for o in d.objects for x in o.split()))}
+    return (
+        words
+        | {a.name for a in vocab.actions}
+        | {w for a in vocab.actions for v in a.request_verbs for w in v.split()}
+    )
+
+
+def with_invented(vocab: ToolVocab, domains: int, actions: int, seed: int, banned: set[str]) -> ToolVocab:
+    """`vocab` plus `domains` invented domains (three or four invented objects each, half of them an invented
+    word before a real one: "zelkor permit") and `actions` invented actions. A model trained on a few dozen
+    real objects learns to write those names from memory (run 33 wrote "findfindfind..." for every held-out tool
+    name, training/RESULTS.md); names it cannot have memorised leave reading them off the offered list."""
+    words = invented_words(domains * 5 + actions, seed, banned | _vocab_words(vocab))
+    heads = [o.split()[-1] for d in vocab.domains for o in d.objects]
+    new_domains = []
+    for i in range(domains):
+        name, *own = words[i * 5 : i * 5 + 5]
+        objects = tuple(
+            f"{w} {heads[(i + j) % len(heads)]}" if j % 2 else w for j, w in enumerate(own[: 3 + i % 2])
+        )
+        new_domains.append(Domain(name, objects))
+    new_actions = tuple(Action(w, (w,)) for w in words[domains * 5 :])
+    return replace(vocab, domains=vocab.domains + tuple(new_domains), actions=vocab.actions + new_actions)
+
+
+WIDE_TRAIN_TOOL_VOCAB = with_invented(TRAIN_TOOL_VOCAB, domains=400, actions=300, seed=57,
+                                      banned=_vocab_words(HELDOUT_TOOL_VOCAB))  # fmt: skip
+"""The training vocabulary widened with invented domains, objects and actions (`with_invented`). Not yet the
+corpus default: no run has trained on it (the next bundled-model run decides, training/RESULTS.md run 33)."""
