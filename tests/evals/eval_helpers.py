@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -43,3 +44,24 @@ def import_scripted_model() -> tuple[Any, Any, Any]:
     import scripted_model
 
     return scripted_model.ScriptedModel, scripted_model.call, scripted_model.say
+
+
+def score_case(case: Any, outcome: Any) -> dict[str, bool]:
+    """Every check of a chat case graded on one outcome, by metric name."""
+    from switchyard.evals.scorers import ScoringContext, get_scorer
+
+    return {
+        c.metric: asyncio.run(get_scorer(c.scorer).score(c.params, outcome, ScoringContext())).passed
+        for c in case.checks
+    }
+
+
+def gold_outcome(message: dict[str, Any]) -> Any:
+    """A corpus's gold assistant message as the API returns it: text in content, calls in tool_calls."""
+    from switchyard.evals.outcome import Outcome, ToolCall
+
+    calls = tuple(
+        ToolCall(c["function"]["name"], json.dumps(c["function"]["arguments"]))
+        for c in message.get("tool_calls") or []
+    )
+    return Outcome(message.get("content") or "", calls)

@@ -3,7 +3,6 @@ gate does, and `switchyard eval run bundled-gate` passes on a slice against the 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import socket
@@ -15,10 +14,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from eval_helpers import ROOT, read_jsonl, run_cli
+from eval_helpers import ROOT, gold_outcome, read_jsonl, run_cli, score_case
 
-from switchyard.evals.outcome import Outcome, ToolCall
-from switchyard.evals.scorers import ScoringContext, get_scorer
+from switchyard.evals.outcome import Outcome
 from switchyard.evals.suite import SUITES_DIR, ChatCase, load_suite
 from switchyard.models.registry import BUNDLED_MODELS, MAIN_MODEL, is_built
 from switchyard_training.corpus import generate_corpus, heldout_config
@@ -42,22 +40,6 @@ def test_the_shipped_suites_are_what_the_script_writes(tmp_path: Path) -> None:
         )
 
 
-def _score(case: ChatCase, outcome: Outcome) -> dict[str, bool]:
-    return {
-        c.metric: asyncio.run(get_scorer(c.scorer).score(c.params, outcome, ScoringContext())).passed
-        for c in case.checks
-    }
-
-
-def _gold_outcome(message: dict) -> Outcome:
-    """The gold assistant message as the API returns it: text in content, calls in tool_calls."""
-    calls = tuple(
-        ToolCall(c["function"]["name"], json.dumps(c["function"]["arguments"]))
-        for c in message.get("tool_calls") or []
-    )
-    return Outcome(message.get("content") or "", calls)
-
-
 def test_the_suite_grades_as_the_training_gate_does() -> None:
     examples = generate_corpus(heldout_config(size=GATE_EXAMPLES, seed=0))[:EXAMPLES]
     cases = {case.id: case for case in load_suite("bundled-gate").cases}
@@ -67,12 +49,14 @@ def test_the_suite_grades_as_the_training_gate_does() -> None:
     for case_id, example, turn in graded:
         case = cases[case_id]
         assert isinstance(case, ChatCase) and len(case.messages) == turn
-        assert all(_score(case, _gold_outcome(example.messages[turn])).values()), case_id
+        assert all(score_case(case, gold_outcome(example.messages[turn])).values()), case_id
 
     parrot = evaluate(lambda messages, tools: messages[-1]["content"], examples)
     counts: dict[str, list[int]] = {}
     for case_id, example, turn in graded:
-        for metric, passed in _score(cases[case_id], Outcome(example.messages[turn - 1]["content"])).items():
+        for metric, passed in score_case(
+            cases[case_id], Outcome(example.messages[turn - 1]["content"])
+        ).items():
             counts.setdefault(metric, [0, 0])
             counts[metric][0] += passed
             counts[metric][1] += 1

@@ -4,11 +4,9 @@ in test_eval_bundled_gate.py)."""
 
 from __future__ import annotations
 
-import asyncio
-import json
+from eval_helpers import gold_outcome, score_case
 
-from switchyard.evals.outcome import Outcome, ToolCall
-from switchyard.evals.scorers import ScoringContext, get_scorer
+from switchyard.evals.outcome import Outcome
 from switchyard.evals.suite import ChatCase, load_suite
 from switchyard_training.corpus import generate_corpus, unseen_tools_config
 from switchyard_training.example import Example
@@ -28,21 +26,6 @@ def _graded(examples: list[Example]) -> list[tuple[str, Example, int]]:
     return turns
 
 
-def _score(case: ChatCase, outcome: Outcome) -> dict[str, bool]:
-    return {
-        c.metric: asyncio.run(get_scorer(c.scorer).score(c.params, outcome, ScoringContext())).passed
-        for c in case.checks
-    }
-
-
-def _gold_outcome(message: dict) -> Outcome:
-    calls = tuple(
-        ToolCall(c["function"]["name"], json.dumps(c["function"]["arguments"]))
-        for c in message.get("tool_calls") or []
-    )
-    return Outcome(message.get("content") or "", calls)
-
-
 def test_the_suite_grades_as_the_unseen_table_does() -> None:
     suite = load_suite("unseen-tools")
     assert suite.thresholds == {m.name: m.target for m in UNSEEN_METRICS if m.target is not None}
@@ -56,13 +39,15 @@ def test_the_suite_grades_as_the_unseen_table_does() -> None:
     for case_id, example, turn in graded:
         case = cases[case_id]
         assert isinstance(case, ChatCase) and len(case.messages) == turn and case.tools == example.tools
-        assert all(_score(case, _gold_outcome(example.messages[turn])).values()), case_id
+        assert all(score_case(case, gold_outcome(example.messages[turn])).values()), case_id
 
     # a model that repeats the request: every metric's count, suite and table alike
     parrot = evaluate(lambda messages, tools: messages[-1]["content"], examples, metrics=UNSEEN_METRICS)
     counts = {name: [0, 0] for name in parrot.metrics}
     for case_id, example, turn in graded:
-        for metric, passed in _score(cases[case_id], Outcome(example.messages[turn - 1]["content"])).items():
+        for metric, passed in score_case(
+            cases[case_id], Outcome(example.messages[turn - 1]["content"])
+        ).items():
             counts[metric][0] += passed
             counts[metric][1] += 1
     assert {m: (r.correct, r.total) for m, r in parrot.metrics.items()} == {
