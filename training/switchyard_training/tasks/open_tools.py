@@ -82,12 +82,8 @@ def math_tool(ctx: TaskContext) -> ToolSpec:
         "name": name, "description": ctx.pick(_MATH_DESCRIPTIONS),
         "parameters": {"type": "object", "properties": {param: schema_param}, "required": [param]}}}  # fmt: skip
     action = Action("calculate", ("calculate",))
-    return ToolSpec(name, action, Domain("math", ("sum",)), "sum", (Parameter(param, _NO_SLOT, schema_param, True),),
+    return ToolSpec(name, action, Domain("math", ("sum",)), "sum", (Parameter(param, None, schema_param, True),),
                     schema)  # fmt: skip
-
-
-_NO_SLOT: Any = None
-"""Math tools' one parameter is filled by `math_request`, not a slot."""
 
 
 def math_request(ctx: TaskContext, tool: ToolSpec) -> tuple[str, dict[str, Any]]:
@@ -193,20 +189,18 @@ def _exchange(
     conv.assistant(reply, *([{"kind": CheckKind.FACT, "answer": value}] if value else []))
 
 
+_COPIED_KINDS = frozenset(("person", "city", "code", "product", "company"))
+"""Slots whose value a follow-up can swap for another ("And for Ada?")."""
+
+
 def _same_for_another(
     ctx: TaskContext, tool: ToolSpec, arguments: dict[str, Any]
 ) -> tuple[str, dict[str, Any]] | None:
     """A follow-up that repeats the last call with one copied value changed ("And for Ada Lovelace?")."""
     for parameter in tool.parameters:
-        copied = parameter.slot is not None and parameter.slot.kind in (
-            "person",
-            "city",
-            "code",
-            "product",
-            "company",
-        )
-        if copied and parameter.name in arguments:
-            value = parameter.slot.value(ctx, parameter.schema)
+        slot = parameter.slot
+        if slot is not None and slot.kind in _COPIED_KINDS and parameter.name in arguments:
+            value = slot.value(ctx, parameter.schema)
             if value != arguments[parameter.name]:
                 text = ctx.pick((f"And for {value}?", f"Now do the same for {value}.", f"What about {value}?",
                                  f"Same again, but {value}."))  # fmt: skip

@@ -371,7 +371,8 @@ SLOT_WEIGHTS = (8, 5, 3, 3, 6, 2, 3, 4, 2, 4, 3, 2, 3, 2, 1, 1, 1, 1)
 @dataclass(frozen=True)
 class Parameter:
     name: str
-    slot: Slot
+    slot: Slot | None
+    """None for a calculator's expression, which `open_tools.math_request` fills rather than a slot."""
     schema: dict[str, Any]
     required: bool
 
@@ -474,9 +475,12 @@ def mention_arguments(
     for parameter in tool.parameters:
         if not parameter.required and not ctx.chance(optional_share):
             continue
-        value = parameter.slot.value(ctx, parameter.schema)
+        slot = parameter.slot
+        if slot is None:
+            raise ValueError(f"parameter {parameter.name} has no slot to mention it")
+        value = slot.value(ctx, parameter.schema)
         arguments[parameter.name] = value
-        parts.append(parameter.slot.mention(ctx, parameter.name, value))
+        parts.append(slot.mention(ctx, parameter.name, value))
     ctx.rng.shuffle(parts)
     if not parts:
         return "", arguments
