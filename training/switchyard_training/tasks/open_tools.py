@@ -71,8 +71,11 @@ _CHAINS = ("From {a}: {s1}, then {s2}.", "Take {a}. First {s1}, then {s2}.", "{a
 
 
 def math_tool(ctx: TaskContext) -> ToolSpec:
-    """A calculator as users write their own: many names, parameter names and wordings."""
-    name, param = ctx.pick(_MATH_NAMES), ctx.pick(_MATH_PARAMS)
+    """A calculator as users write their own: many names, parameter names and wordings; a quarter of them simply
+    `calculator`, the name most users give theirs (run 33, which never saw it, declined a `calculator` whose
+    description was not the demo's)."""
+    name = "calculator" if ctx.chance(0.25) else ctx.pick(_MATH_NAMES)
+    param = ctx.pick(_MATH_PARAMS)
     schema_param: dict[str, Any] = {"type": "string"}
     if ctx.chance(0.5):
         schema_param["description"] = ctx.pick(
@@ -107,12 +110,16 @@ def math_request(ctx: TaskContext, tool: ToolSpec) -> tuple[str, dict[str, Any]]
     return ctx.pick(_CHAINS).format(a=a, s1=s1, s2=s2), {param: f"({a} {op} {b}) {op2} {c}"}
 
 
-def _math_result(ctx: TaskContext, arguments: dict[str, Any]) -> dict[str, Any]:
+def _math_result(ctx: TaskContext, arguments: dict[str, Any]) -> dict[str, Any] | str:
+    """A result object, or (two times in five) the bare number as text, as a user's `@tool` returning a number
+    gives it back (run 33 saw only objects, and read a bare "42" back wrong)."""
     (expression,) = arguments.values()
     try:
         value = evaluate_expression(expression)
     except (ValueError, ZeroDivisionError) as exc:
         return {"error": str(exc) or "invalid expression"}
+    if ctx.chance(0.4):
+        return format_number(value)
     return {ctx.pick(_MATH_RESULT_KEYS): float(format_number(value))}
 
 
@@ -162,16 +169,19 @@ def _request(ctx: TaskContext, tool: ToolSpec) -> tuple[str, dict[str, Any]]:
     return request.text, request.arguments
 
 
-def _result(ctx: TaskContext, tool: ToolSpec, arguments: dict[str, Any]) -> dict[str, Any]:
+def _result(ctx: TaskContext, tool: ToolSpec, arguments: dict[str, Any]) -> dict[str, Any] | str:
     return _math_result(ctx, arguments) if tool.domain.name == "math" else run_generated(ctx, tool, arguments)
 
 
 def _answer(
-    ctx: TaskContext, tool: ToolSpec, arguments: dict[str, Any], result: dict[str, Any]
+    ctx: TaskContext, tool: ToolSpec, arguments: dict[str, Any], result: dict[str, Any] | str
 ) -> tuple[str, str | None]:
-    if tool.domain.name != "math" or "error" in result:
+    if isinstance(result, str):
+        value = result
+    elif tool.domain.name != "math" or "error" in result:
         return answer_generated(ctx, tool, result)
-    value = format_number(next(iter(result.values())))
+    else:
+        value = format_number(next(iter(result.values())))
     (expression,) = arguments.values()
     return ctx.pick((f"{expression} = {value}.", f"The result is {value}.", f"That comes to {value}.",
                      f"It's {value}.")), value  # fmt: skip
