@@ -26,6 +26,7 @@ import jinja2
 import transformers
 
 from switchyard.errors import ModelLoadError
+from switchyard.fleet.piece_encoder import PieceEncoder
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +52,8 @@ class PromptTokenizer:
         self.chat_template = chat_template
         """Renders chats instead of the tokenizer's own template (a replica's --chat-template)."""
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="switchyard-prompt-tokens")
+        self._pieces = PieceEncoder(tokenizer)
+        """Encodes rendered chats from remembered pieces (system prompts, earlier turns): piece_encoder.py."""
 
     @classmethod
     def from_folder(cls, folder: str | Path, chat_template: str | None = None) -> PromptTokenizer:
@@ -103,16 +106,19 @@ class PromptTokenizer:
         if not isinstance(kwargs, dict):
             raise _Unrenderable("chat_template_kwargs must be an object")
         tools = body.get("tools")
+        # Rendered to text, then encoded as apply_chat_template(tokenize=True) would (no special tokens added).
         rendered = self._tokenizer.apply_chat_template(
             [_message_for_template(message) for message in messages],
             tools=list(tools) if tools is not None else None,
             add_generation_prompt=generation_prompt,
             continue_final_message=continue_final,
-            tokenize=True,
+            tokenize=False,
             chat_template=self.chat_template,
             **kwargs,
         )
-        return _as_ids(rendered)
+        if not isinstance(rendered, str):
+            raise _Unrenderable("the chat template did not render one text")
+        return self._pieces.encode(rendered)
 
     def _completion(self, prompt: Any) -> tuple[int, ...]:
         if isinstance(prompt, list) and prompt and not all(isinstance(item, int) for item in prompt):
@@ -205,14 +211,6 @@ def _responses_messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 _TEXT_PARTS = ("input_text", "output_text", "text")
-
-
-def _as_ids(rendered: Any) -> tuple[int, ...]:
-    """apply_chat_template's ids: transformers 5 returns a BatchEncoding, 4.x a plain list."""
-    ids = rendered["input_ids"] if isinstance(rendered, Mapping) else rendered
-    if ids and isinstance(ids[0], list):
-        ids = ids[0]
-    return tuple(int(token) for token in ids)
 
 
 async def replica_model_folder(http: httpx.AsyncClient, url: str, model: str) -> Path | None:
