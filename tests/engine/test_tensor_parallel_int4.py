@@ -20,6 +20,7 @@ from switchyard.engine.parallel.rank_model import load_rank_model
 from switchyard.engine.sampling_params import SamplingParams
 from switchyard.models.llama import LlamaForCausalLM
 from switchyard.models.quantization.apply import quantized_buffer_bytes
+from switchyard.models.quantization.int4_formats import Int4Grid
 from switchyard.models.quantization.int4_linear import Int4Linear
 from switchyard.models.quantization.int4_split import Int4SplitError
 from switchyard.plan.cli import main as plan_main
@@ -193,9 +194,25 @@ def test_a_split_that_cuts_int4_groups_is_refused(
             )
         )
     assert not dist.is_initialized()
+    # a shard built directly (past the engine's check) refuses too, naming the layer
+    with pytest.raises(Int4SplitError, match=r"model\.layers\.0\.self_attn\.o_proj: .* holds 64 .* 128"):
+        load_rank_model(folders["gptq-g128"], torch.float32, torch.device("cpu"), 64, None, 0, 4)
     # AWQ's groups of 64 split whole over 4 ranks: the planner says so too, and refuses what the engine refuses
     assert plan_main([str(folders["awq-g64"]), "--device", "80GiB", "--tensor-parallel-size", "4"]) == 0
     assert "quantization int4" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         plan_main([str(folders["gptq-g128"]), "--device", "80GiB", "--tensor-parallel-size", "4"])
     assert "group size 128" in capsys.readouterr().err
+
+
+def test_a_grid_is_sliced_by_rows_and_by_whole_groups_of_columns() -> None:
+    scales = torch.arange(12.0).reshape(3, 4) + 1  # 3 rows, 4 groups of 32 inputs
+    grid = Int4Grid(scales, scales / 10, 32)
+    rows = grid.rows(torch.tensor([2, 0]))
+    assert torch.equal(rows.scales, scales[[2, 0]]) and rows.group_size == 32
+    columns = grid.columns(64, 64)
+    assert torch.equal(columns.scales, scales[:, 2:4]) and torch.equal(columns.zeros, scales[:, 2:4] / 10)
+    with pytest.raises(ValueError, match="do not fall on groups of 32"):
+        grid.columns(16, 64)
+    per_channel = Int4Grid(scales[:, :1], scales[:, :1], 128).columns(64, 64)  # one group: any slice
+    assert per_channel.group_size == 64 and torch.equal(per_channel.scales, scales[:, :1])
