@@ -56,6 +56,7 @@ from switchyard.models.loader import load_model, parse_dtype
 from switchyard.models.packed_linear import can_pack, pack_linear_layers
 from switchyard.models.quantization.apply import quantized_buffer_bytes
 from switchyard.models.quantization.checkpoint import checkpoint_quantization
+from switchyard.models.quantization.int4_split import check_int4_split
 from switchyard.models.quantization.methods import QuantizationSpec
 from switchyard.models.speculator import Speculator, is_speculator_folder, load_speculator
 from switchyard.models.tensor_parallel import rank_slices
@@ -169,9 +170,10 @@ def build_engine_parts(config: EngineConfig) -> EngineParts:
     pack = config.pack_weights and can_pack(device, dtype)
     tensor_parallel = None
     if config.tensor_parallel_size > 1:
-        rank_slices(
-            arch, 0, config.tensor_parallel_size
-        )  # a shape that does not split fails before any spawn
+        # a shape that does not split fails before any spawn
+        rank_slices(arch, 0, config.tensor_parallel_size)
+        if quantization is not None and quantization.method == "int4":
+            check_int4_split(arch, config.tensor_parallel_size, quantization.group_size)
         if (
             device.type == "cuda"
             and torch.cuda.device_count() < (device.index or 0) + config.tensor_parallel_size

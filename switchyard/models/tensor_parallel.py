@@ -6,6 +6,11 @@ all-reduced). The embedding and the LM head are split by vocabulary: a rank look
 (zeros elsewhere, all-reduced: exact) and computes its slice of the logits (all-gathered). KV heads are split
 with the query heads that read them; with fewer KV heads than ranks, each rank keeps the one KV head its query
 heads share (replicated, as `switchyard plan` counts it).
+
+int4 layers stay int4 on every rank: a pre-quantized checkpoint's grid is sliced with the weight (by output row
+for q/k/v and gate/up, by whole input groups for o and down), and `--quantization int4` quantizes each shard,
+whose groups are the unsplit model's. A split that would cut an int4 group in two is refused
+(`quantization/int4_split.py`).
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ from torch import nn
 
 from switchyard.models.config import ModelArchConfig
 from switchyard.models.llama import LlamaForCausalLM
+from switchyard.models.quantization.int4_formats import CHECKPOINT_GRID, Int4Grid
+from switchyard.models.quantization.int4_split import Int4SplitError, int4_split_message
 
 
 class TensorParallelConfigError(ValueError):
@@ -107,15 +114,16 @@ def shard_model(
     qkv_rows = torch.cat([q_rows, k_rows, v_rows]).to(device)
     inter = torch.arange(*slices.intermediate, device=device)
     gate_up_rows = torch.cat([inter, inter + config.intermediate_size])
-    q_cols = q_rows.to(device)
-    for full_layer, layer in zip(full.model.layers, shard.model.layers, strict=True):
+    q_cols = (slices.q_heads[0] * hd, slices.q_heads[1] * hd)
+    for index, (full_layer, layer) in enumerate(zip(full.model.layers, shard.model.layers, strict=True)):
         attention, mlp = full_layer.self_attn, full_layer.mlp
-        layer.self_attn.qkv_proj = _linear(attention.qkv_proj, rows=qkv_rows)
-        layer.self_attn.o_proj = _linear(attention.o_proj, cols=q_cols)
+        where = _ShardSite(f"model.layers.{index}", world_size)
+        layer.self_attn.qkv_proj = _linear(attention.qkv_proj, where.at("self_attn.qkv_proj"), rows=qkv_rows)
+        layer.self_attn.o_proj = _linear(attention.o_proj, where.at("self_attn.o_proj"), cols=q_cols)
         layer.self_attn.q_norm, layer.self_attn.k_norm = attention.q_norm, attention.k_norm
         layer.self_attn = AllReducedOutput(layer.self_attn, group)
-        layer.mlp.gate_up_proj = _linear(mlp.gate_up_proj, rows=gate_up_rows)
-        layer.mlp.down_proj = _linear(mlp.down_proj, cols=inter)
+        layer.mlp.gate_up_proj = _linear(mlp.gate_up_proj, where.at("mlp.gate_up_proj"), rows=gate_up_rows)
+        layer.mlp.down_proj = _linear(mlp.down_proj, where.at("mlp.down_proj"), cols=slices.intermediate)
         layer.mlp = AllReducedOutput(layer.mlp, group)
         layer.input_layernorm = full_layer.input_layernorm
         layer.post_attention_layernorm = full_layer.post_attention_layernorm
@@ -132,12 +140,28 @@ def _rows(heads: tuple[int, int], head_dim: int, offset: int = 0) -> torch.Tenso
     return torch.arange(offset + heads[0] * head_dim, offset + heads[1] * head_dim)
 
 
-def _linear(full: nn.Linear, rows: torch.Tensor | None = None, cols: torch.Tensor | None = None) -> nn.Linear:
+@dataclasses.dataclass(frozen=True)
+class _ShardSite:
+    """Which projection is being split, over how many ranks: for the error that names it."""
+
+    name: str
+    world_size: int
+
+    def at(self, projection: str) -> _ShardSite:
+        return _ShardSite(f"{self.name}.{projection}", self.world_size)
+
+
+def _linear(
+    full: nn.Linear, site: _ShardSite, rows: torch.Tensor | None = None, cols: tuple[int, int] | None = None
+) -> nn.Linear:
+    """Output rows `rows` and input columns [cols) of `full`; a pre-quantized int4 layer's checkpoint grid is
+    sliced alike, so the shard is rebuilt from its own codes (fused q/k/v and gate/up rows are picked per part,
+    as the weight's are)."""
     weight = full.weight
     if rows is not None:
         weight = weight.index_select(0, rows)
     if cols is not None:
-        weight = weight.index_select(1, cols)
+        weight = weight[:, cols[0] : cols[1]]
     bias = full.bias
     if bias is not None and rows is not None:
         bias = bias.index_select(0, rows)
@@ -145,7 +169,26 @@ def _linear(full: nn.Linear, rows: torch.Tensor | None = None, cols: torch.Tenso
     linear.weight = nn.Parameter(weight.contiguous(), requires_grad=False)
     if bias is not None:
         linear.bias = nn.Parameter(bias.contiguous(), requires_grad=False)
+    grid: Int4Grid | None = getattr(full, CHECKPOINT_GRID, None)
+    if grid is not None:
+        setattr(linear, CHECKPOINT_GRID, _shard_grid(grid, site, rows, cols))
     return linear
+
+
+def _shard_grid(
+    grid: Int4Grid, site: _ShardSite, rows: torch.Tensor | None, cols: tuple[int, int] | None
+) -> Int4Grid:
+    if rows is not None:
+        grid = grid.rows(rows)
+    if cols is not None:
+        start, end = cols
+        try:
+            grid = grid.columns(start, end - start)
+        except ValueError:
+            raise Int4SplitError(
+                int4_split_message(site.name, end - start, grid.group_size, site.world_size)
+            ) from None
+    return grid
 
 
 class AllReducedOutput(nn.Module):

@@ -23,6 +23,7 @@ from switchyard.kv_budget import (
     usable_bytes,
 )
 from switchyard.models.config import ModelArchConfig
+from switchyard.models.quantization.int4_split import check_int4_split
 from switchyard.plan.devices import DeviceSpec
 
 DTYPES = ("float32", "bfloat16", "float16", "fp8")
@@ -110,6 +111,9 @@ class PlanInputs:
     kv_dtype: str = "auto"
     """'auto' = the model dtype."""
     quantization: str = "none"
+    int4_group_size: int = 128
+    """int4's group along the input (the checkpoint's, or `--quantization int4`'s 128): with tensor
+    parallelism each rank's share of o_proj's and down_proj's inputs must be whole groups, as the engine checks."""
     max_model_len: int | None = None
     """None = the model's max_position_embeddings."""
     tensor_parallel: int = 1
@@ -260,6 +264,8 @@ def make_plan(inputs: PlanInputs) -> CapacityPlan:
     """The plan for `inputs`; raises ValueError when the model cannot be split across the ranks."""
     config, tp = inputs.config, inputs.tensor_parallel
     check_tensor_parallel(config, tp)
+    if inputs.quantization == "int4":
+        check_int4_split(config, tp, inputs.int4_group_size)
     dtype_name = resolve_dtype(inputs.dtype, config)
     kv_dtype_name = dtype_name if inputs.kv_dtype == "auto" else inputs.kv_dtype
     kv_element = element_bytes(kv_dtype_name)  # the engine's `--kv-cache-dtype` names

@@ -158,19 +158,22 @@ def load_config(model: str):  # type: ignore[no-untyped-def]
     return ModelArchConfig.from_dict(json.loads(path.read_text()), str(path))
 
 
-def _quantization(flag: str, model: str) -> str:
-    """--quantization, or for auto what the engine holds for the model folder's stored weights."""
+def _quantization(flag: str, model: str) -> tuple[str, int]:
+    """(--quantization, int4 group size), or for auto what the engine holds for the model folder's stored
+    weights and the group its int4 kernel runs (the checkpoint's; per-channel grids run in groups of 128)."""
     if flag != "auto":
-        return flag
+        return flag, 128
     path = Path(model).expanduser()
     path = path if path.is_file() else path / "config.json"
     if not path.is_file():
-        return "none"  # a named shape or bundled model: unquantized
+        return "none", 128  # a named shape or bundled model: unquantized
     from switchyard.models.quantization.schemes import parse_quantization_config
 
     raw = json.loads(path.read_text())
     scheme = parse_quantization_config(raw, str(path)) if isinstance(raw, dict) else None
-    return scheme.planned_method if scheme is not None else "none"
+    if scheme is None:
+        return "none", 128
+    return scheme.planned_method, scheme.group_size or 128
 
 
 def load_speculator_config(model: str):  # type: ignore[no-untyped-def]
@@ -282,7 +285,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         config = load_config(args.model)
-        quantization = _quantization(args.quantization, args.model)
+        quantization, int4_group_size = _quantization(args.quantization, args.model)
     except (SwitchyardError, OSError, ValueError) as exc:
         parser.error(f"cannot read model {args.model!r}: {exc}")
     draft_config = None
@@ -304,6 +307,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         dtype=args.dtype,
         kv_dtype=args.kv_dtype,
         quantization=quantization,
+        int4_group_size=int4_group_size,
         max_model_len=args.max_model_len,
         tensor_parallel=args.tensor_parallel_size,
         block_size=args.block_size,

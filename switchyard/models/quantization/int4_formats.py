@@ -46,6 +46,24 @@ class Int4Grid:
         repeat = self.group_size // group_size
         return self.scales.repeat_interleave(repeat, dim=1), self.zeros.repeat_interleave(repeat, dim=1)
 
+    def rows(self, index: torch.Tensor) -> Int4Grid:
+        """The grid of output rows `index` (a column-parallel shard: each row keeps its own groups)."""
+        index = index.to(self.scales.device)
+        return Int4Grid(
+            self.scales.index_select(0, index), self.zeros.index_select(0, index), self.group_size
+        )
+
+    def columns(self, start: int, width: int) -> Int4Grid:
+        """The grid of input columns [start, start + width) (a row-parallel shard). The slice must hold whole
+        groups (any slice of a per-channel grid does); ValueError otherwise."""
+        group = self.group_size
+        if self.scales.shape[1] == 1:  # per channel: every column shares its row's scale and zero
+            return Int4Grid(self.scales, self.zeros, width)
+        if start % group or width % group:
+            raise ValueError(f"columns [{start}, {start + width}) do not fall on groups of {group}")
+        first, end = start // group, (start + width) // group
+        return Int4Grid(self.scales[:, first:end], self.zeros[:, first:end], group)
+
     def codes(self, weight: torch.Tensor) -> torch.Tensor:
         """The codes of `weight` (dequantized from this grid, possibly rounded to bf16: |code - zero| <= 16,
         so bf16's relative error 2^-9 moves a code by < 0.04 and rounding recovers it exactly)."""
