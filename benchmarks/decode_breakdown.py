@@ -21,10 +21,13 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
+import os
 import statistics
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,11 +40,14 @@ from shapes import QWEN25_05B, build_qwen2
 from switchyard import LLM, SamplingParams
 from switchyard.bench.offline import random_prompts
 from switchyard.models.attention import _gather
+from switchyard.models.cpu_kernels import skinny_matmul
+from switchyard.models.cpu_kernels.native_library import DISABLE_ENV, native_kernels
 from switchyard.models.packed_linear import PackedLinear
 from switchyard.models.quantization.int4_linear import Int4Linear
 from switchyard.models.quantization.int8_linear import Int8Linear
 
 FORMATS = {"bf16": None, "int8": "int8", "int4": "int4"}
+"""A format named NAME-torch is NAME with the native CPU kernels off (PyTorch's kernels): the before of a change."""
 
 
 def projection_shapes(shape: dict) -> dict[str, tuple[int, int]]:
@@ -64,12 +70,22 @@ def gemv_table(shape: dict, reps: int, clock: Any) -> dict[str, dict[str, dict[s
     for name, (out_f, in_f) in projection_shapes(shape).items():
         linear = torch.nn.Linear(in_f, out_f, bias=False).to(torch.bfloat16)
         torch.nn.init.normal_(linear.weight, std=0.02)
-        kernels = {
-            "bf16 F.linear": (linear, out_f * in_f * 2),
-            "bf16 packed": (PackedLinear(linear), out_f * in_f * 2),
-            "int8": (Int8Linear(linear), out_f * in_f + out_f * 2),
-            "int4": (Int4Linear(linear), out_f * in_f // 2 + out_f * in_f // 128 * 4),
-        }
+        with torch_kernels_only():
+            kernels = {
+                "bf16 F.linear": (linear, out_f * in_f * 2),
+                "bf16 packed": (PackedLinear(linear), out_f * in_f * 2),
+                "int8": (Int8Linear(linear), out_f * in_f + out_f * 2),
+                "int4": (Int4Linear(linear), out_f * in_f // 2 + out_f * in_f // 128 * 4),
+            }
+        native = native_kernels()
+        if native is not None:
+            weight = linear.weight.detach().contiguous()
+            kernels["bf16 native"] = (
+                lambda x, w=weight, k=native: skinny_matmul.bf16_matmul(k, x, w, None),
+                out_f * in_f * 2,
+            )
+            kernels["int8 native"] = (Int8Linear(linear), out_f * in_f + out_f * in_f // 128 * 4 + out_f * 4)
+            kernels["int4 native"] = (Int4Linear(linear), out_f * in_f // 2 + out_f * in_f // 128 * 8)
         x = torch.randn(1, in_f, dtype=torch.bfloat16)
         times: dict[str, list[float]] = {k: [] for k in kernels}
         with torch.inference_mode():
@@ -88,6 +104,22 @@ def gemv_table(shape: dict, reps: int, clock: Any) -> dict[str, dict[str, dict[s
             for kernel, (_, nbytes) in kernels.items()
         }
     return results
+
+
+@contextlib.contextmanager
+def torch_kernels_only() -> Iterator[None]:
+    """Layers built inside use PyTorch's kernels, not the native ones."""
+    previous = os.environ.get(DISABLE_ENV)
+    os.environ[DISABLE_ENV] = "0"
+    native_kernels.cache_clear()
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(DISABLE_ENV, None)
+        else:
+            os.environ[DISABLE_ENV] = previous
+        native_kernels.cache_clear()
 
 
 class StepTimers:
@@ -253,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"GEMV {name}: {row}", flush=True)
 
     variants: dict[str, tuple[str | None, dict[str, Any]]] = {
-        name: (FORMATS[name], {}) for name in args.formats.split(",")
+        name: (FORMATS[name.removesuffix("-torch")], {}) for name in args.formats.split(",")
     }
     if args.compile:
         variants["bf16+compile"] = (None, {"compile": True})
@@ -261,7 +293,8 @@ def main(argv: list[str] | None = None) -> int:
     engines: dict[str, LLM] = {}
     timers: dict[str, StepTimers] = {}
     for name, (quantization, extra) in variants.items():
-        llm = decode_engine(folder, quantization, args.context, extra)
+        with torch_kernels_only() if name.endswith("-torch") else contextlib.nullcontext():
+            llm = decode_engine(folder, quantization, args.context, extra)
         start_decoding(llm, prompt)
         for _ in range(4):  # warm-up (and compilation, when asked)
             llm.engine.step()

@@ -181,7 +181,9 @@ def start_switchyard(model: Path, quantization: str | None, port: int, threads: 
     return Server(f"switchyard {quantization or 'bf16'}", process, port)
 
 
-def start_llama(binaries: Path, gguf: Path, kind: str, port: int, threads: int, log: Path) -> Server:
+def start_llama(
+    binaries: Path, gguf: Path, kind: str, port: int, threads: int, log: Path, repack: bool = True
+) -> Server:
     command = [
         str(binaries / "llama-server"),
         "-m",
@@ -195,6 +197,7 @@ def start_llama(binaries: Path, gguf: Path, kind: str, port: int, threads: int, 
         "-c",
         str(64 * 336),
         "--no-webui",
+        *([] if repack else ["--no-repack"]),
     ]
     process = subprocess.Popen(command, stdout=log.open("w"), stderr=subprocess.STDOUT)
     return Server(f"llama.cpp {kind}", process, port)
@@ -324,9 +327,20 @@ def main(argv: list[str] | None = None) -> int:
         quantization, kind = PAIRS[pair]
         ours = start_switchyard(model, quantization, 18301, args.threads, logs / f"switchyard-{pair}.log")
         theirs = start_llama(binaries, ggufs[kind], kind, 18302, args.threads, logs / f"llama-{kind}.log")
+        repacked = True
         try:
             wait_ready(ours)
-            wait_ready(theirs)
+            try:
+                wait_ready(theirs)
+            except RuntimeError as crash:
+                # Some llama.cpp builds crash while repacking q8_0 / q4_0 weights into their interleaved CPU
+                # layout (a segfault at load on AVX-512 machines); without the repack they run, slower.
+                print(f"{crash}; restarting it with --no-repack", flush=True)
+                repacked = False
+                theirs = start_llama(
+                    binaries, ggufs[kind], kind, 18302, args.threads, logs / f"llama-{kind}.log", repack=False
+                )
+                wait_ready(theirs)
             servers = [ours, theirs]
             for server in servers:  # warm-up
                 complete(server, batch1_prompts[-1], 4)
@@ -335,6 +349,7 @@ def main(argv: list[str] | None = None) -> int:
             entry: dict[str, object] = {
                 "batch1_ms_per_step": step,
                 "batch1_speedup": step[theirs.name] / step[ours.name],
+                "llama_cpp_weight_repack": repacked,
             }
             if not args.skip_throughput:
                 rates = {s.name: throughput(s, load_prompts, args.output_len) for s in servers}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -36,3 +37,15 @@ def tiny_qwen3_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     build_hf_model("qwen3", folder, seed=1)
     build_tokenizer(folder, vocab_size=320)
     return folder
+
+
+@pytest.fixture
+def exact_cpu_kernels(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """PyTorch's own kernels for quantized layers built in this test: the native decode kernels quantize
+    activations per block (as llama.cpp's q8_0 does), so tests of exact weights against a reference opt out."""
+    from switchyard.models.cpu_kernels.native_library import DISABLE_ENV, native_kernels
+
+    monkeypatch.setenv(DISABLE_ENV, "0")
+    native_kernels.cache_clear()
+    yield
+    native_kernels.cache_clear()

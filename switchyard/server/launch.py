@@ -80,8 +80,8 @@ def build_server(
     """Load the model and return a server ready to `run()` (blocking) or `serve()` (in an event loop)."""
     if tls is not None:
         tls.check()  # before minutes of loading
-    engine = AsyncLLMEngine(
-        LLMEngine(engine_config),
+    engine = AsyncLLMEngine.built_on_its_thread(
+        lambda: LLMEngine(engine_config),
         max_waiting=max_waiting,
         step_timeout=step_timeout,
         grammar_limits=grammar_limits,

@@ -99,6 +99,7 @@ KEPT_AS_INT4 = {"gptq-v1-sym-g128", "gptq-v2-asym-g64", "gptq-v1-asym-channel", 
 KEPT_AS_INT4 |= {"ct-int4-group-sym", "ct-int4-channel-asym"}
 
 
+@pytest.mark.usefixtures("exact_cpu_kernels")
 @pytest.mark.parametrize("case", list(CASES))
 def test_a_prequantized_checkpoint_serves_its_own_weights(source: Path, tmp_path: Path, case: str) -> None:
     pack, config = CASES[case]

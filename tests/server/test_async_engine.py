@@ -278,3 +278,35 @@ def test_retry_after_follows_the_drain_rate() -> None:
     assert estimate_retry_after(1, 100.0) == 1.0
     assert estimate_retry_after(10_000, 1.0) == 60.0
     assert estimate_retry_after(5, None) >= 1.0
+
+
+def test_an_engine_built_on_its_thread_is_stepped_there(llm_engine: LLMEngine) -> None:
+    """The load and every step share one thread (one OpenMP team; see `built_on_its_thread`)."""
+    built_on: list[int] = []
+
+    def build() -> LLMEngine:
+        built_on.append(threading.get_ident())
+        return llm_engine
+
+    async def main() -> None:
+        engine = AsyncLLMEngine.built_on_its_thread(build)
+        await engine.start()
+        try:
+            assert built_on != [threading.get_ident()]
+            assert await engine.run_in_engine_thread(threading.get_ident) == built_on[0]
+            final = None
+            async for output in engine.generate("p", [1, 2, 3], SHORT):
+                final = output
+            assert final is not None and len(final.outputs[0].token_ids) == 8
+        finally:
+            await engine.shutdown()
+
+    asyncio.run(main())
+
+
+def test_a_failed_build_on_the_engine_thread_raises_to_the_caller() -> None:
+    def build() -> LLMEngine:
+        raise ValueError("no such model")
+
+    with pytest.raises(ValueError, match="no such model"):
+        AsyncLLMEngine.built_on_its_thread(build)

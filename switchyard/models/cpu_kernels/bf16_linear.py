@@ -1,0 +1,56 @@
+"""A bf16 linear layer whose decode rows go through the native bf16 dot-product kernel.
+
+Decode multiplies a few rows by the whole weight, a read of every byte once: the native kernel (vdpbf16ps over
+the plain row-major weight) streams it at about the memory bandwidth, where oneDNN's pre-packed path reaches
+half to two thirds of it on this class of CPU (benchmarks/decode_breakdown.py). Larger products are compute-
+bound, where `F.linear` on the plain weight is as fast as the packed one, so the layer keeps one copy of the
+weight, in the plain layout.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from switchyard.models.cpu_kernels import skinny_matmul
+from switchyard.models.cpu_kernels.native_library import native_kernels
+
+BF16_K_MULTIPLE = 32
+"""The kernel consumes 32 inputs per instruction."""
+
+
+def can_use_native_bf16(linear: nn.Linear) -> bool:
+    """A bf16 CPU layer of whole 32-input steps, on a CPU where the native kernels load."""
+    weight = linear.weight
+    return (
+        weight.device.type == "cpu"
+        and weight.dtype == torch.bfloat16
+        and linear.in_features % BF16_K_MULTIPLE == 0
+        and native_kernels() is not None
+    )
+
+
+class NativeBf16Linear(nn.Module):
+    """y = x W^T + b, bf16: the native kernel for up to `skinny_matmul.MAX_ROWS` rows, `F.linear` above."""
+
+    def __init__(self, linear: nn.Linear) -> None:
+        super().__init__()
+        self.in_features = linear.in_features
+        self.out_features = linear.out_features
+        self.register_buffer("weight", linear.weight.detach().contiguous(), persistent=False)
+        bias = linear.bias.detach() if linear.bias is not None else None
+        self.register_buffer("bias", bias, persistent=False)
+        self.register_buffer("bias_float", None if bias is None else bias.float(), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        shape = x.shape
+        rows = x if len(shape) == 2 else x.reshape(-1, shape[-1])
+        if rows.dtype == torch.bfloat16 and rows.shape[0] <= skinny_matmul.MAX_ROWS:
+            kernels = native_kernels()
+            if kernels is not None:
+                out = skinny_matmul.bf16_matmul(kernels, rows, self.weight, self.bias_float)
+                return out if len(shape) == 2 else out.reshape(*shape[:-1], self.out_features)
+        return nn.functional.linear(x, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, bf16 native decode"

@@ -1,0 +1,160 @@
+"""The native decode kernels (switchyard/models/cpu_kernels): each product against an exact reference, the
+layers' switch between native and PyTorch paths, and every reason the kernels can be unavailable."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from switchyard.models.cpu_kernels import skinny_matmul
+from switchyard.models.cpu_kernels.bf16_linear import NativeBf16Linear
+from switchyard.models.cpu_kernels.native_library import (
+    DISABLE_ENV,
+    NativeKernelsUnavailable,
+    build_library,
+    cpu_flags,
+    load_native_kernels,
+    missing_cpu_flags,
+    native_kernels,
+)
+from switchyard.models.quantization.int4_linear import (
+    Int4Linear,
+    dequantize_int4_groups,
+    quantize_int4_groups,
+)
+from switchyard.models.quantization.int8_linear import Int8Linear
+
+KERNELS = native_kernels()
+needs_kernels = pytest.mark.skipif(KERNELS is None, reason="native CPU kernels unavailable on this machine")
+
+
+def _relative_error(got: torch.Tensor, want: torch.Tensor) -> float:
+    return ((got.float() - want.float()).norm() / want.float().norm()).item()
+
+
+def _linear(out_features: int, in_features: int, bias: bool, dtype: torch.dtype) -> nn.Linear:
+    torch.manual_seed(out_features + in_features)
+    linear = nn.Linear(in_features, out_features, bias=bias).to(dtype)
+    nn.init.normal_(linear.weight, std=0.05)
+    if bias:
+        nn.init.normal_(linear.bias, std=0.5)
+    return linear
+
+
+@needs_kernels
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("rows", [1, 3, 8, 40])
+@pytest.mark.parametrize("bias", [False, True])
+def test_int8_product_matches_the_dequantized_weight(dtype: torch.dtype, rows: int, bias: bool) -> None:
+    linear = _linear(130, 384, bias, dtype)  # 130 rows: a partial tile of 4
+    layer = Int8Linear(linear)
+    assert layer.native
+    x = torch.randn(rows, 384, dtype=dtype)
+    want = x.float() @ (layer.weight.float() * layer.weight_scale[:, None]).t()
+    if bias:
+        want = want + linear.bias.float()
+    got = layer(x)
+    assert got.dtype == dtype and got.shape == (rows, 130)
+    # activations quantized to int8 per block of 128: about 0.5% relative error, as llama.cpp's q8_0
+    assert _relative_error(got, want) < 0.015
+
+
+@needs_kernels
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("group_size", [128, 256])
+@pytest.mark.parametrize("bias", [False, True])
+def test_int4_product_and_dequantization_match_the_grid(
+    dtype: torch.dtype, group_size: int, bias: bool
+) -> None:
+    linear = _linear(70, 512, bias, dtype)
+    layer = Int4Linear(linear, group_size=group_size)
+    assert layer.native
+    codes, table = quantize_int4_groups(linear.weight, group_size)
+    weight = dequantize_int4_groups(codes, table, group_size)
+    dense = skinny_matmul.int4_dequantize(
+        KERNELS, layer.packed_weight, layer.group_scale, layer.group_offset, group_size, torch.float32
+    )
+    torch.testing.assert_close(dense, weight, rtol=0, atol=1e-6)
+    x = torch.randn(2, 512, dtype=dtype)
+    want = x.float() @ weight.t()
+    if bias:
+        want = want + linear.bias.float()
+    assert _relative_error(layer(x), want) < 0.015  # decode rows: activations quantized per block
+    many = torch.randn(40, 512, dtype=dtype)  # prefill rows: the dequantized weight, no activation rounding
+    want_many = many.float() @ weight.to(dtype).float().t() + (linear.bias.float() if bias else 0.0)
+    tolerance = 2e-2 if dtype == torch.bfloat16 else 1e-4
+    torch.testing.assert_close(layer(many).float(), want_many, rtol=tolerance, atol=tolerance)
+
+
+@needs_kernels
+@pytest.mark.parametrize("rows", [1, 5, 8, 9])
+def test_bf16_layer_matches_f_linear(rows: int) -> None:
+    linear = _linear(100, 320, True, torch.bfloat16)
+    layer = NativeBf16Linear(linear)
+    x = torch.randn(2, rows, 320, dtype=torch.bfloat16)
+    got = layer(x)
+    assert got.shape == (2, rows, 100)
+    want = x.float() @ linear.weight.float().t() + linear.bias.float()
+    assert _relative_error(got, want) < 0.01
+
+
+@needs_kernels
+def test_decode_rows_agree_with_torch_kernels_on_a_three_d_input() -> None:
+    linear = _linear(256, 896, False, torch.bfloat16)
+    native = Int8Linear(linear)
+    x = torch.randn(1, 1, 896, dtype=torch.bfloat16)
+    reference = torch.ops.aten._weight_int8pack_mm(
+        x[0], native.weight, native.weight_scale.to(torch.bfloat16)
+    )
+    assert native(x).shape == (1, 1, 256)
+    assert _relative_error(native(x)[0], reference) < 0.015
+
+
+def test_disabled_by_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(DISABLE_ENV, "0")
+    with pytest.raises(NativeKernelsUnavailable, match=DISABLE_ENV):
+        load_native_kernels()
+    native_kernels.cache_clear()
+    try:
+        assert native_kernels() is None
+        layer = Int8Linear(_linear(8, 128, False, torch.float32))
+        assert not layer.native
+        x = torch.randn(1, 128)
+        torch.testing.assert_close(layer(x), x @ (layer.weight.float() * layer.weight_scale[:, None]).t())
+    finally:
+        monkeypatch.delenv(DISABLE_ENV)
+        native_kernels.cache_clear()
+
+
+def test_a_cpu_without_the_instructions_is_named(tmp_path: Path) -> None:
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f avx512bw\n")
+    flags = cpu_flags(info)
+    assert "avx2" in flags
+    assert missing_cpu_flags(flags) == ["avx512vl", "avx512dq", "avx512_vnni", "avx512_bf16"]
+    assert cpu_flags(tmp_path / "missing") == frozenset()
+
+
+def test_a_missing_or_failing_compiler_is_a_reason_not_a_crash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    with pytest.raises(NativeKernelsUnavailable, match="does not run"):
+        build_library(tmp_path / "cache")
+    broken = tmp_path / "broken.c"
+    broken.write_text("this is not C\n")
+    monkeypatch.delenv("CC")
+    with pytest.raises(NativeKernelsUnavailable, match=r"compiling broken\.c failed"):
+        build_library(tmp_path / "cache", source=broken)
+    assert not list((tmp_path / "cache").glob("*.so"))  # no half-written library left behind
+
+
+@needs_kernels
+def test_the_library_is_built_once_per_source(tmp_path: Path) -> None:
+    first = build_library(tmp_path)
+    stamp = first.stat().st_mtime_ns
+    assert build_library(tmp_path) == first
+    assert first.stat().st_mtime_ns == stamp
