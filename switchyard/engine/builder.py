@@ -209,9 +209,9 @@ def build_engine_parts(config: EngineConfig) -> EngineParts:
     if quantization is not None and not quantization.prequantized:
         _warn_without_gate(folder, quantization)
     weights = model_bytes(model) + quantized_buffer_bytes(model)
-    if pack:
-        pack_linear_layers(model)
     scheduler_config = config.scheduler_config(device)
+    if pack:
+        pack_linear_layers(model, max_rows=scheduler_config.max_num_seqs)
     make_runner = (
         _single_rank_runner(config, device, dtype, kv_dtype, scheduler_config.max_num_seqs)
         if tensor_parallel is None

@@ -7,8 +7,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from model_factory import build_hf_model
 from torch import nn
 
+from switchyard.config import EngineConfig
+from switchyard.engine.engine import LLMEngine
+from switchyard.engine.sampling_params import SamplingParams
 from switchyard.models.cpu_kernels import skinny_matmul
 from switchyard.models.cpu_kernels.bf16_linear import NativeBf16Linear
 from switchyard.models.cpu_kernels.native_library import (
@@ -20,6 +24,7 @@ from switchyard.models.cpu_kernels.native_library import (
     missing_cpu_flags,
     native_kernels,
 )
+from switchyard.models.packed_linear import PackedLinear
 from switchyard.models.quantization.int4_linear import (
     Int4Linear,
     dequantize_int4_groups,
@@ -158,3 +163,30 @@ def test_the_library_is_built_once_per_source(tmp_path: Path) -> None:
     stamp = first.stat().st_mtime_ns
     assert build_library(tmp_path) == first
     assert first.stat().st_mtime_ns == stamp
+
+
+@needs_kernels
+def test_a_latency_tuned_bf16_engine_runs_the_native_kernel(tmp_path: Path) -> None:
+    """`--max-num-seqs` up to MAX_ROWS: bf16 projections on the native kernel; above it, oneDNN's packed ones."""
+    build_hf_model("llama", tmp_path, seed=5).to(torch.bfloat16).save_pretrained(tmp_path)
+    params = SamplingParams(temperature=0.0, max_tokens=6, ignore_eos=True)
+    tokens = {}
+    for max_num_seqs, kind in ((4, NativeBf16Linear), (64, PackedLinear)):
+        engine = LLMEngine(
+            EngineConfig(
+                model=str(tmp_path),
+                dtype="bfloat16",
+                skip_tokenizer=True,
+                kv_cache_memory=4 << 20,
+                max_num_seqs=max_num_seqs,
+            )
+        )
+        layers = [m for m in engine.model.modules() if isinstance(m, NativeBf16Linear | PackedLinear)]
+        assert layers and all(isinstance(m, kind) for m in layers)
+        engine.add_request("r", [5, 9, 17, 33], params)
+        while engine.has_unfinished_requests():
+            for output in engine.step():
+                if output.finished:
+                    tokens[max_num_seqs] = output.outputs[0].token_ids
+    assert len(tokens[4]) == len(tokens[64]) == 6
+    assert tokens[4][0] == tokens[64][0]
