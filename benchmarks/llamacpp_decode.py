@@ -156,7 +156,9 @@ class Server:
             self.process.wait()
 
 
-def start_switchyard(model: Path, quantization: str | None, port: int, threads: int, log: Path) -> Server:
+def start_switchyard(
+    model: Path, quantization: str | None, port: int, threads: int, log: Path, max_num_seqs: int = 64
+) -> Server:
     command = [
         sys.executable,
         "-c",
@@ -170,7 +172,7 @@ def start_switchyard(model: Path, quantization: str | None, port: int, threads: 
         "--max-model-len",
         "1024",
         "--max-num-seqs",
-        "64",
+        str(max_num_seqs),
         "--kv-cache-memory",
         str(1 << 30),
     ]
@@ -297,6 +299,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=64)
     parser.add_argument("--output-len", type=int, default=64)
     parser.add_argument("--skip-throughput", action="store_true")
+    parser.add_argument(
+        "--max-num-seqs",
+        type=int,
+        default=64,
+        help="Switchyard's batch size; 8 or fewer is its latency-tuned configuration (native bf16 decode kernel)",
+    )
     parser.add_argument("--build-only", action="store_true")
     parser.add_argument("--convert-worker", nargs=2, metavar=("MODEL", "OUT"), help=argparse.SUPPRESS)
     parser.add_argument("--json", type=Path, default=None)
@@ -317,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({k: str(v) for k, v in ggufs.items()}, indent=2))
         return 0
 
-    results: dict[str, object] = {"threads": args.threads, "pairs": {}}
+    results: dict[str, object] = {"threads": args.threads, "max_num_seqs": args.max_num_seqs, "pairs": {}}
     count = 2 * args.reps
     batch1_prompts = random_prompts(count * 2, args.prompt_len, args.vocab_size, seed=1)
     load_prompts = random_prompts(args.requests, args.prompt_len, args.vocab_size, seed=2)
@@ -325,7 +333,9 @@ def main(argv: list[str] | None = None) -> int:
     logs.mkdir(parents=True, exist_ok=True)
     for pair in args.pairs.split(","):
         quantization, kind = PAIRS[pair]
-        ours = start_switchyard(model, quantization, 18301, args.threads, logs / f"switchyard-{pair}.log")
+        ours = start_switchyard(
+            model, quantization, 18301, args.threads, logs / f"switchyard-{pair}.log", args.max_num_seqs
+        )
         theirs = start_llama(binaries, ggufs[kind], kind, 18302, args.threads, logs / f"llama-{kind}.log")
         repacked = True
         try:

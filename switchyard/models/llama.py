@@ -17,12 +17,20 @@ from torch import nn
 
 from switchyard.models.attention import AttentionMetadata, paged_attention, write_kv
 from switchyard.models.config import ModelArchConfig, MoEConfig
+from switchyard.models.cpu_kernels import skinny_matmul
+from switchyard.models.cpu_kernels.native_library import native_kernels
+from switchyard.models.cpu_kernels.skinny_matmul import NATIVE_DTYPES
 from switchyard.models.moe import DenseMLP, SparseMoeBlock
 from switchyard.models.rope import RotaryEmbedding, apply_rotary
 
 KVCaches = list[tuple[torch.Tensor, torch.Tensor]]
 ShardIndex = int | tuple[int, int] | None
 """Where a checkpoint tensor goes in a fused parameter: see `LlamaForCausalLM.checkpoint_names`."""
+
+
+NATIVE_NORM_MAX_ELEMENTS = 1 << 16
+"""Up to this many elements (decode's few rows) the norm is one native call; PyTorch's kernel, which F.rms_norm
+runs as thirteen operators on CPU, costs more in dispatch than in arithmetic there (20-30 us against ~5)."""
 
 
 class RMSNorm(nn.Module):
@@ -40,6 +48,11 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.device.type == "cpu" and x.numel() <= NATIVE_NORM_MAX_ELEMENTS and x.is_contiguous():
+            kernels = native_kernels()
+            if kernels is not None and x.dtype in NATIVE_DTYPES and self.weight.dtype in NATIVE_DTYPES:
+                size = x.shape[-1]
+                return skinny_matmul.rms_norm(kernels, x.view(-1, size), self.weight, self.eps).view(x.shape)
         return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
 
 

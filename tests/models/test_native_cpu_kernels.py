@@ -24,6 +24,7 @@ from switchyard.models.cpu_kernels.native_library import (
     missing_cpu_flags,
     native_kernels,
 )
+from switchyard.models.llama import RMSNorm
 from switchyard.models.packed_linear import PackedLinear
 from switchyard.models.quantization.int4_linear import (
     Int4Linear,
@@ -190,3 +191,23 @@ def test_a_latency_tuned_bf16_engine_runs_the_native_kernel(tmp_path: Path) -> N
                     tokens[max_num_seqs] = output.outputs[0].token_ids
     assert len(tokens[4]) == len(tokens[64]) == 6
     assert tokens[4][0] == tokens[64][0]
+
+
+@needs_kernels
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("hidden", [896, 200])  # 200: a tail of 8 past the 16-wide steps
+def test_native_rms_norm_matches_pytorch(dtype: torch.dtype, hidden: int) -> None:
+    norm = RMSNorm(hidden, 1e-6).to(dtype)
+    with torch.no_grad():
+        norm.weight.copy_(torch.rand(hidden) + 0.5)
+    x = torch.randn(3, hidden, dtype=dtype) * 3
+    want = torch.nn.functional.rms_norm(x, (hidden,), norm.weight, 1e-6)
+    got = norm(x)
+    assert got.dtype == dtype and got.shape == x.shape
+    # float accumulation in another order: equal to rounding (one bf16 step at most)
+    tolerance = 8e-3 if dtype == torch.bfloat16 else 1e-6
+    torch.testing.assert_close(got, want, rtol=tolerance, atol=tolerance)
+    big = torch.randn(200, 512, dtype=dtype)  # past the decode size: PyTorch's kernel
+    torch.testing.assert_close(
+        RMSNorm(512, 1e-6).to(dtype)(big), torch.nn.functional.rms_norm(big, (512,), None, 1e-6)
+    )

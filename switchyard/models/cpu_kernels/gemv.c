@@ -16,6 +16,7 @@
 // Threads: OpenMP, which resolves to the runtime PyTorch already loaded (same soname), so one thread pool.
 
 #include <immintrin.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -307,5 +308,37 @@ void sy_dequantize_int8(const int8_t *w, const float *scale, int64_t N, int64_t 
                 _mm512_storeu_ps((float *)out + n * K + k, v);
         }
         for (; k < K; k++) store_out(out, out_bf16, n * K + k, (float)w[n * K + k] * scale[n]);
+    }
+}
+
+// out[m] = x[m] / sqrt(mean(x[m]^2) + eps) * w, accumulated in float and rounded once (as PyTorch's fused CPU
+// kernel): one call instead of the thirteen operators F.rms_norm dispatches on CPU, twice per decoder layer.
+void sy_rms_norm(const void *x, int x_bf16, int64_t M, int64_t H, const void *w, int w_bf16, float eps, void *out) {
+    for (int64_t m = 0; m < M; m++) {
+        __m512 sq = _mm512_setzero_ps();
+        int64_t h = 0;
+        for (; h + 16 <= H; h += 16) {
+            const __m512 v = load16(x, x_bf16, m * H + h);
+            sq = _mm512_fmadd_ps(v, v, sq);
+        }
+        float sum = _mm512_reduce_add_ps(sq);
+        for (; h < H; h++) {
+            const float v = x_bf16 ? bf16_to_f32(((const uint16_t *)x)[m * H + h]) : ((const float *)x)[m * H + h];
+            sum += v * v;
+        }
+        const float inv = 1.0f / sqrtf(sum / (float)H + eps);
+        const __m512 scale = _mm512_set1_ps(inv);
+        for (h = 0; h + 16 <= H; h += 16) {
+            const __m512 v = _mm512_mul_ps(_mm512_mul_ps(load16(x, x_bf16, m * H + h), scale), load16(w, w_bf16, h));
+            if (x_bf16)
+                _mm256_storeu_si256((__m256i *)((uint16_t *)out + m * H + h), (__m256i)_mm512_cvtneps_pbh(v));
+            else
+                _mm512_storeu_ps((float *)out + m * H + h, v);
+        }
+        for (; h < H; h++) {
+            const float v = x_bf16 ? bf16_to_f32(((const uint16_t *)x)[m * H + h]) : ((const float *)x)[m * H + h];
+            const float g = w_bf16 ? bf16_to_f32(((const uint16_t *)w)[h]) : ((const float *)w)[h];
+            store_out(out, x_bf16, m * H + h, v * inv * g);
+        }
     }
 }

@@ -103,7 +103,7 @@ def build_library(cache_dir: Path, source: Path = SOURCE) -> Path:
     with tempfile.TemporaryDirectory(dir=cache_dir) as scratch:
         partial = Path(scratch) / target.name
         done = subprocess.run(
-            [compiler, *COMPILE_FLAGS, "-o", str(partial), str(source)],
+            [compiler, *COMPILE_FLAGS, "-o", str(partial), str(source), "-lm"],
             capture_output=True,
             text=True,
             timeout=300,
@@ -116,14 +116,15 @@ def build_library(cache_dir: Path, source: Path = SOURCE) -> Path:
 
 
 _SIGNATURES = {
-    # name: (argument types as letters: p pointer, i int64, f int flag), returns an int (1 = done) or nothing
+    # name: (argument types as letters: p pointer, i int64, f int flag, d float), returns an int (1 = done) or nothing
     "sy_gemv_bf16": ("piippipf", None),
     "sy_dequantize_int4": ("pppiiipf", None),
     "sy_dequantize_int8": ("ppiipf", None),
+    "sy_rms_norm": ("pfiipfdp", None),
     "sy_linear_int8": ("pfiippppipf", ctypes.c_int),
     "sy_linear_int4": ("pfiipppipipf", ctypes.c_int),
 }
-_TYPES = {"p": ctypes.c_void_p, "i": ctypes.c_int64, "f": ctypes.c_int}
+_TYPES = {"p": ctypes.c_void_p, "i": ctypes.c_int64, "f": ctypes.c_int, "d": ctypes.c_float}
 
 
 def _declare(library: ctypes.CDLL) -> None:

@@ -172,3 +172,20 @@ def bf16_matmul(
         rows.data_ptr(), m, k, weight.data_ptr(), _pointer(bias), n, out.data_ptr(), True
     )
     return out
+
+
+def rms_norm(kernels: NativeKernels, rows: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """rows / sqrt(mean(rows^2) + eps) * weight over the last dimension, rows [M, H] contiguous, bf16 or f32."""
+    m, h = rows.shape
+    out = torch.empty_like(rows)
+    kernels.library.sy_rms_norm(
+        rows.data_ptr(),
+        rows.dtype == torch.bfloat16,
+        m,
+        h,
+        weight.data_ptr(),
+        weight.dtype == torch.bfloat16,
+        eps,
+        out.data_ptr(),
+    )
+    return out
