@@ -211,3 +211,11 @@ def test_native_rms_norm_matches_pytorch(dtype: torch.dtype, hidden: int) -> Non
     torch.testing.assert_close(
         RMSNorm(512, 1e-6).to(dtype)(big), torch.nn.functional.rms_norm(big, (512,), None, 1e-6)
     )
+
+
+@needs_kernels
+def test_an_unwritable_cache_is_a_reason_not_a_crash(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the cache folder should be\n")
+    with pytest.raises(NativeKernelsUnavailable, match="cannot write the kernel library"):
+        load_native_kernels(blocker / "kernels")

@@ -143,7 +143,10 @@ def load_native_kernels(cache_dir: Path | None = None) -> NativeKernels:
         raise NativeKernelsUnavailable(f"the CPU lacks {', '.join(missing)}")
     import torch  # noqa: F401  (OpenMP: the library must bind to the runtime torch already loaded)
 
-    path = build_library(cache_dir or switchyard_home() / "kernels")
+    try:
+        path = build_library(cache_dir or switchyard_home() / "kernels")
+    except OSError as error:  # a read-only or full home: the build has nowhere to go
+        raise NativeKernelsUnavailable(f"cannot write the kernel library: {error}") from error
     try:
         library = ctypes.CDLL(str(path))
     except OSError as error:
