@@ -1,11 +1,12 @@
 """Builds and loads the native skinny-matmul kernels (gemv.c) once per machine, or says why it cannot.
 
 The kernels are plain C with AVX-512 intrinsics, so they compile with the system C compiler in about half a
-second, without PyTorch's headers: on first use the source is compiled into a cache folder under
-`$SWITCHYARD_HOME/kernels`, named by a hash of the source, the flags and the compiler, and loaded with ctypes.
-Where the CPU lacks AVX-512 VNNI and BF16, no compiler is found, the build fails, or
-`SWITCHYARD_NATIVE_KERNELS=0`, `native_kernels()` returns None with the reason logged once, and the layers
-keep PyTorch's own kernels: the native path is an optimisation, never a requirement.
+second, without PyTorch's headers. On first use the source is compiled into the user's cache folder
+(`$XDG_CACHE_HOME/switchyard/kernels`, else `~/.cache/switchyard/kernels`: a build artifact, not state),
+named by a hash of the source, the flags and the compiler, and loaded with ctypes. Where the CPU lacks
+AVX-512 VNNI and BF16, no compiler is found, the build fails, or `SWITCHYARD_NATIVE_KERNELS=0`,
+`native_kernels()` returns None with the reason logged once, and the layers keep PyTorch's own kernels:
+the native path is an optimisation, never a requirement.
 """
 
 from __future__ import annotations
@@ -20,8 +21,6 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-
-from switchyard.home import switchyard_home
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +71,12 @@ def missing_cpu_flags(flags: frozenset[str]) -> list[str]:
     return [flag for flag in REQUIRED_CPU_FLAGS if flag not in flags]
 
 
+def default_cache_dir() -> Path:
+    """Where compiled kernels are kept: `$XDG_CACHE_HOME/switchyard/kernels`, else `~/.cache/...`."""
+    base = os.environ.get("XDG_CACHE_HOME")
+    return (Path(base).expanduser() if base else Path.home() / ".cache") / "switchyard" / "kernels"
+
+
 def _compiler() -> str:
     compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if not compiler:
@@ -116,7 +121,8 @@ def build_library(cache_dir: Path, source: Path = SOURCE) -> Path:
 
 
 _SIGNATURES = {
-    # name: (argument types as letters: p pointer, i int64, f int flag, d float), returns an int (1 = done) or nothing
+    # name: (argument types, one letter each: p pointer, i int64, f int flag, d float),
+    #       result (an int, 1 = done) or None
     "sy_gemv_bf16": ("piippipf", None),
     "sy_dequantize_int4": ("pppiiipf", None),
     "sy_dequantize_int8": ("ppiipf", None),
@@ -144,7 +150,7 @@ def load_native_kernels(cache_dir: Path | None = None) -> NativeKernels:
     import torch  # noqa: F401  (OpenMP: the library must bind to the runtime torch already loaded)
 
     try:
-        path = build_library(cache_dir or switchyard_home() / "kernels")
+        path = build_library(cache_dir or default_cache_dir())
     except OSError as error:  # a read-only or full home: the build has nowhere to go
         raise NativeKernelsUnavailable(f"cannot write the kernel library: {error}") from error
     try:
