@@ -7,6 +7,8 @@ compute-bound kernels. Weights arrive in the layouts `int8_block_sums` and `pack
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from switchyard.models.cpu_kernels.native_library import NativeKernels
@@ -35,6 +37,17 @@ def _pointer(tensor: torch.Tensor | None) -> int | None:
     return tensor.data_ptr() if tensor is not None else None
 
 
+def _native_product(function: Any, rows: torch.Tensor, n: int, weights: tuple[Any, ...]) -> torch.Tensor:
+    """Calls a native `sy_linear_*(x, x_bf16, M, K, *weights, N, y, y_bf16)` into a new [M, N] tensor."""
+    rows = rows.contiguous()
+    m, k = rows.shape
+    out = torch.empty(m, n, dtype=rows.dtype)
+    bf16 = rows.dtype == torch.bfloat16
+    if not function(rows.data_ptr(), bf16, m, k, *weights, n, out.data_ptr(), bf16):
+        raise MemoryError("native product: no memory for the quantized activations")
+    return out
+
+
 def int8_block_sums(weight: torch.Tensor) -> torch.Tensor:
     """Per output row and input block, the sum of the int8 weights (the activation offset's correction)."""
     n, k = weight.shape
@@ -50,27 +63,8 @@ def int8_matmul(
     bias: torch.Tensor | None,
 ) -> torch.Tensor:
     """rows @ (weight * scale[:, None]).T + bias, weight int8 [N, K], scale and bias float32 [N]."""
-    rows = rows.contiguous()
-    m, k = rows.shape
-    n = weight.shape[0]
-    out = torch.empty(m, n, dtype=rows.dtype)
-    bf16 = rows.dtype == torch.bfloat16
-    done = kernels.library.sy_linear_int8(
-        rows.data_ptr(),
-        bf16,
-        m,
-        k,
-        weight.data_ptr(),
-        block_sums.data_ptr(),
-        scale.data_ptr(),
-        _pointer(bias),
-        n,
-        out.data_ptr(),
-        bf16,
-    )
-    if not done:
-        raise MemoryError("native int8 product: no memory for the quantized activations")
-    return out
+    weights = (weight.data_ptr(), block_sums.data_ptr(), scale.data_ptr(), _pointer(bias))
+    return _native_product(kernels.library.sy_linear_int8, rows, weight.shape[0], weights)
 
 
 def int8_dequantize(
@@ -111,28 +105,8 @@ def int4_matmul(
     bias: torch.Tensor | None,
 ) -> torch.Tensor:
     """rows @ W.T + bias for the `pack_int4` layout."""
-    rows = rows.contiguous()
-    m, k = rows.shape
-    n = packed.shape[0]
-    out = torch.empty(m, n, dtype=rows.dtype)
-    bf16 = rows.dtype == torch.bfloat16
-    done = kernels.library.sy_linear_int4(
-        rows.data_ptr(),
-        bf16,
-        m,
-        k,
-        packed.data_ptr(),
-        scale.data_ptr(),
-        offset.data_ptr(),
-        group_size,
-        _pointer(bias),
-        n,
-        out.data_ptr(),
-        bf16,
-    )
-    if not done:
-        raise MemoryError("native int4 product: no memory for the quantized activations")
-    return out
+    weights = (packed.data_ptr(), scale.data_ptr(), offset.data_ptr(), group_size, _pointer(bias))
+    return _native_product(kernels.library.sy_linear_int4, rows, packed.shape[0], weights)
 
 
 def int4_dequantize(
