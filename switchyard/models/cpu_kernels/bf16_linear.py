@@ -1,10 +1,10 @@
 """A bf16 linear layer whose decode rows go through the native bf16 dot-product kernel.
 
 Decode multiplies a few rows by the whole weight, a read of every byte once: the native kernel (vdpbf16ps over
-the plain row-major weight) streams it at about the memory bandwidth, where oneDNN's pre-packed path reaches
-half to two thirds of it on this class of CPU (benchmarks/decode_breakdown.py). Larger products are compute-
-bound, where `F.linear` on the plain weight is as fast as the packed one, so the layer keeps one copy of the
-weight, in the plain layout.
+the plain row-major weight) streams it faster than oneDNN's pre-packed path at 1-8 rows
+(benchmarks/decode_breakdown.py). Past that the layer runs `F.linear` on the same plain weight, which is 20-30%
+slower than the packed layout at 16-64 rows: so `pack_linear_layers` uses this layer only for latency-tuned
+engines, whose steps never carry more than a few rows, and keeps one copy of the weight.
 """
 
 from __future__ import annotations

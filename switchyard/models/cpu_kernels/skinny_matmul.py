@@ -23,14 +23,10 @@ past it PyTorch's batched kernels take over."""
 NATIVE_DTYPES = (torch.bfloat16, torch.float32)
 
 
-def fits(rows: torch.Tensor, in_features: int) -> bool:
-    """Whether these rows can take the native path: on CPU, few, a supported dtype, whole blocks."""
-    return (
-        rows.device.type == "cpu"
-        and rows.shape[0] <= MAX_ROWS
-        and rows.dtype in NATIVE_DTYPES
-        and in_features % BLOCK == 0
-    )
+def fits(rows: torch.Tensor) -> bool:
+    """Whether these rows take a native product: on CPU, few, a supported dtype (the layers built for the native
+    path have already checked that their inputs come in whole blocks)."""
+    return rows.device.type == "cpu" and rows.shape[0] <= MAX_ROWS and rows.dtype in NATIVE_DTYPES
 
 
 def _pointer(tensor: torch.Tensor | None) -> int | None:

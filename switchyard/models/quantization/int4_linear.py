@@ -115,7 +115,7 @@ class Int4Linear(nn.Module):
     def _native(self, rows: torch.Tensor) -> torch.Tensor:
         kernels = native_kernels()
         assert kernels is not None  # self.native was set from it
-        if skinny_matmul.fits(rows, self.in_features):
+        if skinny_matmul.fits(rows):
             out = skinny_matmul.int4_matmul(
                 kernels,
                 rows,

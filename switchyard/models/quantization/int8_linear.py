@@ -86,7 +86,7 @@ class Int8Linear(nn.Module):
         where w8a8's `_int_mm` is the faster path."""
         kernels = native_kernels()
         assert kernels is not None  # self.native was set from it
-        if rows.shape[0] <= skinny_matmul.MAX_ROWS:
+        if skinny_matmul.fits(rows):
             return skinny_matmul.int8_matmul(
                 kernels, rows, self.weight, self.block_sums, self.weight_scale, self.bias_float
             )
