@@ -103,7 +103,12 @@ def test_a_gang_that_may_spread_gets_one_bundle_per_worker_each_on_its_chosen_no
 ) -> None:
     workdir = tmp_path / "spread"
     job_id = plane.submit(checkpointing_spec(workdir, steps=5, workers=3, same_node=False)).job.id
-    reconcile_until(plane, lambda: plane.job(job_id).job.state is JobState.SUCCEEDED, "the spread gang runs")
+    reconcile_until(  # three fresh worker actors: slow on a busy machine (it took over 60 s once in CI)
+        plane,
+        lambda: plane.job(job_id).job.state is JobState.SUCCEEDED,
+        "the spread gang runs",
+        timeout=180.0,
+    )
     [table] = [
         entry
         for entry in ray.util.placement_group_table().values()
