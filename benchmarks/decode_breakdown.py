@@ -47,7 +47,9 @@ from switchyard.models.quantization.int4_linear import Int4Linear
 from switchyard.models.quantization.int8_linear import Int8Linear
 
 FORMATS = {"bf16": None, "int8": "int8", "int4": "int4"}
-"""A format named NAME-torch is NAME with the native CPU kernels off (PyTorch's kernels): the before of a change."""
+"""A format named NAME-torch is NAME with the native CPU kernels off (PyTorch's kernels), NAME-ops is NAME with
+the native products but each decoder layer run operator by operator (no fused native decode step,
+models/native_decode.py): the befores of two changes."""
 
 
 def projection_shapes(shape: dict) -> dict[str, tuple[int, int]]:
@@ -212,9 +214,12 @@ def gather_time(llm: LLM, context: int, reps: int, clock: Any) -> float:
     return statistics.median(times) * 1e6
 
 
-def overhead_step_ms(workdir: Path, shape: dict, context: int, steps: int, clock: Any) -> float:
+def overhead_step_ms(
+    workdir: Path, shape: dict, context: int, steps: int, clock: Any, native_decode: bool = True
+) -> float:
     """Median step time of a model with the same layers and operators but tiny matrices: what a step costs in
-    per-operator dispatch, Python and engine bookkeeping, whatever the weights."""
+    per-operator dispatch, Python and engine bookkeeping, whatever the weights (with `native_decode` False,
+    operator by operator)."""
     tiny = {
         **shape,
         "hidden_size": 128,
@@ -224,6 +229,7 @@ def overhead_step_ms(workdir: Path, shape: dict, context: int, steps: int, clock
         "vocab_size": 512,
     }
     llm = decode_engine(build_qwen2(workdir / "overhead-graph", tiny), None, context, {})
+    llm.engine.model.native_decode = native_decode
     start_decoding(llm, random_prompts(1, context, 512, seed=0)[0])
     times = []
     for _ in range(steps):
@@ -285,7 +291,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"GEMV {name}: {row}", flush=True)
 
     variants: dict[str, tuple[str | None, dict[str, Any]]] = {
-        name: (FORMATS[name.removesuffix("-torch")], {}) for name in args.formats.split(",")
+        name: (FORMATS[name.removesuffix("-torch").removesuffix("-ops")], {})
+        for name in args.formats.split(",")
     }
     if args.compile:
         variants["bf16+compile"] = (None, {"compile": True})
@@ -295,6 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, (quantization, extra) in variants.items():
         with torch_kernels_only() if name.endswith("-torch") else contextlib.nullcontext():
             llm = decode_engine(folder, quantization, args.context, extra)
+        llm.engine.model.native_decode = not name.endswith("-ops")
         start_decoding(llm, prompt)
         for _ in range(4):  # warm-up (and compilation, when asked)
             llm.engine.step()
@@ -339,8 +347,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"    {op['op']:40s} {op['calls_per_step']:6.1f}/step {op['share']:6.1%}", flush=True)
     first = next(iter(engines.values()))
     overhead = overhead_step_ms(args.workdir, shape, args.context, args.steps * args.rounds, clock)
+    by_operators = overhead_step_ms(
+        args.workdir, shape, args.context, args.steps * args.rounds, clock, native_decode=False
+    )
     results["same_graph_tiny_matrices_step_ms"] = overhead
-    print(f"the same 24-layer operator graph with tiny matrices: {overhead:.2f} ms per step (fixed overhead)")
+    results["same_graph_tiny_matrices_step_ms_by_operators"] = by_operators
+    print(
+        f"the same 24-layer graph with tiny matrices: {overhead:.2f} ms per step (fixed overhead; operator by "
+        f"operator: {by_operators:.2f} ms)"
+    )
     results["gather_us_per_layer"] = gather_time(first, args.context + args.steps, 200, clock)
     print(f"K+V block gather per layer at context ~{args.context}: {results['gather_us_per_layer']:.0f} us")
     if args.json:

@@ -99,6 +99,9 @@ class AttentionMetadata:
     single decoding sequence without a sliding window, whose gathered keys are cut to decode_context_len."""
     decode_context_len: int = 0
     """The context length of a single decoding sequence (decode_mask None): no mask, no padding to mask."""
+    decode_context_lens: torch.Tensor | None = None
+    """[num_decodes] context lengths (int64, on the CPU) where the model runs on the CPU without a sliding
+    window: what the native decode step (models/native_decode.py) reads instead of a mask."""
     prefills: list[PrefillSpan] = field(default_factory=list)
     verify: VerifyBatch | None = None
     kernel_plan: PagedKernelPlan | None = None
@@ -159,8 +162,10 @@ class AttentionMetadata:
                 sliding_window=sliding_window,
             )
             return cls(slot_mapping, block_size, num_decode_tokens=num_decodes, kernel_plan=plan)
-        decode_tables = decode_mask = None
+        decode_tables = decode_mask = decode_lens = None
         single_len = 0
+        if num_decodes and sliding_window is None and torch.device(device).type == "cpu":
+            decode_lens = torch.tensor(decode_context_lens, dtype=torch.long)
         if num_decodes == 1 and sliding_window is None:
             # Batch 1, what a chat user feels: the block table as is, keys cut to the context, no mask to build
             # or apply (a masked attention kernel is the slower one).
@@ -220,6 +225,7 @@ class AttentionMetadata:
             decode_block_tables=decode_tables,
             decode_mask=decode_mask,
             decode_context_len=single_len,
+            decode_context_lens=decode_lens,
             prefills=prefills,
             verify=_verify_batch(verify_spans, block_size, device, sliding_window) if verify_spans else None,
         )

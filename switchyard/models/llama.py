@@ -21,6 +21,7 @@ from switchyard.models.cpu_kernels import skinny_matmul
 from switchyard.models.cpu_kernels.native_library import native_kernels
 from switchyard.models.cpu_kernels.skinny_matmul import NATIVE_DTYPES
 from switchyard.models.moe import DenseMLP, SparseMoeBlock
+from switchyard.models.native_decode import NativeDecoder
 from switchyard.models.rope import RotaryEmbedding, apply_rotary
 
 KVCaches = list[tuple[torch.Tensor, torch.Tensor]]
@@ -147,6 +148,13 @@ class LlamaForCausalLM(nn.Module):
             max_positions or config.max_position_embeddings,
             config.max_position_embeddings,
         )
+        self.native_decode = True
+        """Whether CPU decode steps may run every layer in one native call (native_decode.py); False keeps
+        the operator-by-operator path (for comparisons)."""
+        self._native_decoder: NativeDecoder | None = None
+        self._native_decoder_checked = False
+        """The decoder is made at the first forward on the CPU (after load-time quantization and packing);
+        it stays None where the model does not qualify."""
 
     @torch.inference_mode()
     def forward(
@@ -162,10 +170,22 @@ class LlamaForCausalLM(nn.Module):
         (`attention.metadata_per_layer`)."""
         hidden = self.model.embed_tokens(input_ids)
         cos, sin = self.rotary.cos_sin(positions, hidden.dtype)
+        decoder = self._decoder() if self.native_decode and hidden.device.type == "cpu" else None
+        if decoder is not None and decoder.accepts(hidden, kv_caches, metadata):
+            assert isinstance(metadata, AttentionMetadata)
+            if decoder.run(hidden, cos, sin, metadata):
+                return self.model.norm(hidden)
+            hidden = self.model.embed_tokens(input_ids)  # declined: the operators redo it from the start
         per_layer = metadata if isinstance(metadata, list) else [metadata] * len(self.model.layers)
         for layer, kv_cache, layer_metadata in zip(self.model.layers, kv_caches, per_layer, strict=True):
             hidden = layer(hidden, cos, sin, kv_cache, layer_metadata)
         return self.model.norm(hidden)
+
+    def _decoder(self) -> NativeDecoder | None:
+        if not self._native_decoder_checked:
+            self._native_decoder = NativeDecoder.for_model(self)
+            self._native_decoder_checked = True
+        return self._native_decoder
 
     @torch.inference_mode()
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:

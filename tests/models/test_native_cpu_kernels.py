@@ -154,7 +154,7 @@ def test_a_missing_or_failing_compiler_is_a_reason_not_a_crash(
     broken.write_text("this is not C\n")
     monkeypatch.delenv("CC")
     with pytest.raises(NativeKernelsUnavailable, match=r"compiling broken\.c failed"):
-        build_library(tmp_path / "cache", source=broken)
+        build_library(tmp_path / "cache", sources=(broken,))
     assert not list((tmp_path / "cache").glob("*.so"))  # no half-written library left behind
 
 

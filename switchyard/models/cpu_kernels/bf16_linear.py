@@ -52,5 +52,10 @@ class NativeBf16Linear(nn.Module):
                 return out if len(shape) == 2 else out.reshape(*shape[:-1], self.out_features)
         return nn.functional.linear(x, self.weight, self.bias)
 
+    def native_projection(self) -> skinny_matmul.NativeProjection:
+        return skinny_matmul.NativeProjection(
+            "bf16", self.out_features, self.in_features, self.weight, bias=self.bias_float
+        )
+
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bf16 native decode"

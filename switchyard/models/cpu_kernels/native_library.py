@@ -1,9 +1,10 @@
-"""Builds and loads the native skinny-matmul kernels (gemv.c) once per machine, or says why it cannot.
+"""Builds and loads the native CPU kernels (gemv.c's products, decode_layers.c's fused decode step) once per
+machine, or says why it cannot.
 
 The kernels are plain C with AVX-512 intrinsics, so they compile with the system C compiler in about half a
-second, without PyTorch's headers. On first use the source is compiled into the user's cache folder
+second, without PyTorch's headers. On first use the sources are compiled into the user's cache folder
 (`$XDG_CACHE_HOME/switchyard/kernels`, else `~/.cache/switchyard/kernels`: a build artifact, not state),
-named by a hash of the source, the flags and the compiler, and loaded with ctypes. Where the CPU lacks
+named by a hash of the sources, the flags and the compiler, and loaded with ctypes. Where the CPU lacks
 AVX-512 VNNI and BF16, no compiler is found, the build fails, or `SWITCHYARD_NATIVE_KERNELS=0`,
 `native_kernels()` returns None with the reason logged once, and the layers keep PyTorch's own kernels:
 the native path is an optimisation, never a requirement.
@@ -27,7 +28,7 @@ logger = logging.getLogger(__name__)
 DISABLE_ENV = "SWITCHYARD_NATIVE_KERNELS"
 """Set to 0 to keep PyTorch's kernels even where the native ones would build."""
 
-SOURCE = Path(__file__).with_name("gemv.c")
+SOURCES = (Path(__file__).with_name("gemv.c"), Path(__file__).with_name("decode_layers.c"))
 REQUIRED_CPU_FLAGS = ("avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni", "avx512_bf16")
 COMPILE_FLAGS = (
     "-O3",
@@ -94,11 +95,13 @@ def _compiler_identity(compiler: str) -> str:
     return done.stdout.splitlines()[0] if done.stdout else compiler
 
 
-def build_library(cache_dir: Path, source: Path = SOURCE) -> Path:
-    """Compiles `source` into `cache_dir` (once: the file name carries a hash of everything that shapes it)."""
+def build_library(cache_dir: Path, sources: tuple[Path, ...] = SOURCES) -> Path:
+    """Compiles `sources` into one library in `cache_dir` (once: the file name carries a hash of everything
+    that shapes it)."""
     compiler = _compiler()
     digest = hashlib.sha256()
-    digest.update(source.read_bytes())
+    for source in sources:
+        digest.update(source.read_bytes())
     digest.update(" ".join(COMPILE_FLAGS).encode())
     digest.update(_compiler_identity(compiler).encode())
     target = cache_dir / f"libswitchyard_gemv_{digest.hexdigest()[:16]}.so"
@@ -108,14 +111,16 @@ def build_library(cache_dir: Path, source: Path = SOURCE) -> Path:
     with tempfile.TemporaryDirectory(dir=cache_dir) as scratch:
         partial = Path(scratch) / target.name
         done = subprocess.run(
-            [compiler, *COMPILE_FLAGS, "-o", str(partial), str(source), "-lm"],
+            [compiler, *COMPILE_FLAGS, "-o", str(partial), *map(str, sources), "-lm"],
             capture_output=True,
             text=True,
             timeout=300,
             check=False,
         )
         if done.returncode != 0:
-            raise NativeKernelsUnavailable(f"compiling {source.name} failed: {done.stderr.strip()[-800:]}")
+            raise NativeKernelsUnavailable(
+                f"compiling {', '.join(s.name for s in sources)} failed: {done.stderr.strip()[-800:]}"
+            )
         os.replace(partial, target)  # atomic: a concurrent builder finds a whole library or none
     return target
 
@@ -129,6 +134,7 @@ _SIGNATURES = {
     "sy_rms_norm": ("pfiipfdp", None),
     "sy_linear_int8": ("pfiippppipf", ctypes.c_int),
     "sy_linear_int4": ("pfiipppipipf", ctypes.c_int),
+    "sy_decode_layers": ("pipp", ctypes.c_int),
 }
 _TYPES = {"p": ctypes.c_void_p, "i": ctypes.c_int64, "f": ctypes.c_int, "d": ctypes.c_float}
 

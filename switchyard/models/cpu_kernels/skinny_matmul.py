@@ -7,6 +7,7 @@ compute-bound kernels. Weights arrive in the layouts `int8_block_sums` and `pack
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -21,6 +22,23 @@ MAX_ROWS = 8
 past it PyTorch's batched kernels take over."""
 
 NATIVE_DTYPES = (torch.bfloat16, torch.float32)
+
+
+@dataclass(frozen=True)
+class NativeProjection:
+    """A layer's weight as the native kernels take it, for calls made from C (decode_layers.c's fused step):
+    `kind` "bf16" (weight [N, K]), "int8" (weight, aux1 the block sums, aux2 the row scales) or "int4" (the
+    `pack_int4` layout: weight, aux1 the group scales, aux2 the group offsets, `group` inputs per group);
+    `bias` float32 or None."""
+
+    kind: str
+    out_features: int
+    in_features: int
+    weight: torch.Tensor
+    aux1: torch.Tensor | None = None
+    aux2: torch.Tensor | None = None
+    bias: torch.Tensor | None = None
+    group: int = 0
 
 
 def fits(rows: torch.Tensor) -> bool:

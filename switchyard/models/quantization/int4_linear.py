@@ -112,6 +112,21 @@ class Int4Linear(nn.Module):
             out = out + self.bias
         return out if len(shape) == 2 else out.reshape(*shape[:-1], self.out_features)
 
+    def native_projection(self) -> skinny_matmul.NativeProjection | None:
+        """The weight for calls from C (the fused decode step), None where the native kernels are off."""
+        if not self.native:
+            return None
+        return skinny_matmul.NativeProjection(
+            "int4",
+            self.out_features,
+            self.in_features,
+            self.packed_weight,
+            aux1=self.group_scale,
+            aux2=self.group_offset,
+            bias=self.bias_float,
+            group=self.group_size,
+        )
+
     def _native(self, rows: torch.Tensor) -> torch.Tensor:
         kernels = native_kernels()
         assert kernels is not None  # self.native was set from it

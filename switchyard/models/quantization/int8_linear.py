@@ -95,6 +95,20 @@ class Int8Linear(nn.Module):
         weight = skinny_matmul.int8_dequantize(kernels, self.weight, self.weight_scale, rows.dtype)
         return nn.functional.linear(rows, weight, self.bias)
 
+    def native_projection(self) -> skinny_matmul.NativeProjection | None:
+        """The weight for calls from C (the fused decode step), None where the native kernels are off."""
+        if not self.native:
+            return None
+        return skinny_matmul.NativeProjection(
+            "int8",
+            self.out_features,
+            self.in_features,
+            self.weight,
+            aux1=self.block_sums,
+            aux2=self.weight_scale,
+            bias=self.bias_float,
+        )
+
     def _int8_activations(self, rows: torch.Tensor) -> torch.Tensor:
         q, scales = quantize_per_token(rows)
         accumulated = torch._int_mm(q, self.weight.t())

@@ -1,0 +1,182 @@
+"""The native decode step (models/native_decode.py, cpu_kernels/decode_layers.c): every layer of a decode step
+in one call, against the operator-by-operator path on the same inputs, and the steps and models it declines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from model_factory import build_hf_model
+
+from switchyard.config import EngineConfig
+from switchyard.engine.engine import LLMEngine
+from switchyard.engine.sampling_params import SamplingParams
+from switchyard.models.cpu_kernels.native_library import native_kernels
+from switchyard.models.llama import LlamaForCausalLM
+from switchyard.models.native_decode import NativeDecoder
+
+needs_kernels = pytest.mark.skipif(native_kernels() is None, reason="native CPU kernels unavailable here")
+
+# Whole 128-input blocks for int8 and int4; 8 query heads on 2 KV heads of 32; q/k/v biases (Qwen2).
+SHAPE: dict[str, Any] = dict(
+    hidden_size=256, intermediate_size=384, num_attention_heads=8, num_key_value_heads=2, num_hidden_layers=2
+)
+
+
+def _engine(folder: Path, quantization: str | None, max_num_seqs: int = 8, **extra: Any) -> LLMEngine:
+    return LLMEngine(
+        EngineConfig(
+            model=str(folder),
+            dtype="bfloat16",
+            skip_tokenizer=True,
+            kv_cache_memory=8 << 20,
+            max_num_seqs=max_num_seqs,
+            quantization=quantization,
+            **extra,
+        )
+    )
+
+
+def _decoding(engine: LLMEngine, prompts: list[list[int]]) -> None:
+    """Every prompt past its prefill and one decode step in."""
+    params = SamplingParams(temperature=0.0, max_tokens=64, ignore_eos=True)
+    for index, prompt in enumerate(prompts):
+        engine.add_request(f"r{index}", prompt, params)
+    while engine.scheduler.num_waiting or any(seq.in_prefill for seq in engine.scheduler.running):
+        engine.step()
+    engine.step()
+
+
+def _relative_error(got: torch.Tensor, want: torch.Tensor) -> float:
+    return ((got.float() - want.float()).norm() / want.float().norm()).item()
+
+
+def _next_forward_inputs(engine: LLMEngine) -> tuple[Any, ...]:
+    """The arguments of the model's forward in the engine's next step (which runs)."""
+    model = engine.model
+    captured: list[tuple[Any, ...]] = []
+    original = model.forward
+
+    def spy(*args: Any) -> torch.Tensor:
+        captured.append(args)
+        return original(*args)
+
+    model.forward = spy  # type: ignore[method-assign]
+    try:
+        engine.step()
+    finally:
+        del model.forward
+    return captured[0]
+
+
+def _both_paths(model: LlamaForCausalLM, inputs: tuple[Any, ...]) -> dict[bool, tuple[torch.Tensor, list]]:
+    """The forward's output and the KV caches it leaves, with the native step and without; each from the same
+    caches (the step rewrites this step's slots only)."""
+    input_ids, positions, kv_caches, metadata = inputs
+    before = [(k.clone(), v.clone()) for k, v in kv_caches]
+    results = {}
+    for native in (False, True):
+        for (k, v), (k0, v0) in zip(kv_caches, before, strict=True):
+            k.copy_(k0)
+            v.copy_(v0)
+        model.native_decode = native
+        hidden = model(input_ids, positions, kv_caches, metadata)
+        results[native] = (hidden, [(k.clone(), v.clone()) for k, v in kv_caches])
+    model.native_decode = True
+    return results
+
+
+@needs_kernels
+@pytest.mark.parametrize("quantization", [None, "int8", "w8a8", "int4"])
+@pytest.mark.parametrize("prompt_lens", [[37], [5, 70, 19]])
+def test_the_native_step_matches_the_operators(
+    tmp_path: Path, quantization: str | None, prompt_lens: list[int]
+) -> None:
+    """One sequence and several of different lengths (different block-table widths): the same keys and values
+    written, and final hidden states equal up to rounding (attention sums its floats in another order)."""
+    build_hf_model("qwen2", tmp_path, seed=3, **SHAPE).to(torch.bfloat16).save_pretrained(tmp_path)
+    engine = _engine(tmp_path, quantization)
+    _decoding(engine, [[(7 * i + n) % 300 + 1 for i in range(n)] for n in prompt_lens])
+    inputs = _next_forward_inputs(engine)
+    decoder = engine.model._decoder()
+    assert decoder is not None
+    assert decoder.accepts(engine.model.model.embed_tokens(inputs[0]), inputs[2], inputs[3])
+    results = _both_paths(engine.model, inputs)
+    (want, want_caches), (got, got_caches) = results[False], results[True]
+    # the first layer's keys and values come from the same inputs: bit for bit; later layers' from hidden
+    # states that differ by rounding
+    assert torch.equal(want_caches[0][0], got_caches[0][0]) and torch.equal(
+        want_caches[0][1], got_caches[0][1]
+    )
+    for (want_k, want_v), (got_k, got_v) in zip(want_caches, got_caches, strict=True):
+        assert _relative_error(got_k, want_k) < 2e-2 and _relative_error(got_v, want_v) < 2e-2
+    assert _relative_error(got, want) < 2e-2  # observed 0.3-0.8%; a wrong head or row is O(1)
+
+
+@needs_kernels
+def test_greedy_tokens_are_those_of_the_operator_path(tmp_path: Path) -> None:
+    """A whole generation, native step on and off: the same tokens (a random model's logits are close calls, so
+    a handful of steps, several sequences at once)."""
+    build_hf_model("qwen2", tmp_path, seed=4, **SHAPE).to(torch.bfloat16).save_pretrained(tmp_path)
+    engine = _engine(tmp_path, "int8")
+    tokens: dict[bool, dict[str, list[int]]] = {}
+    for native in (False, True):
+        engine.model.native_decode = native
+        engine.reset_prefix_cache()
+        params = SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True)
+        for index, length in enumerate((9, 33, 4)):
+            engine.add_request(f"r{index}", list(range(3, 3 + length)), params)
+        done: dict[str, list[int]] = {}
+        while engine.has_unfinished_requests():
+            for output in engine.step():
+                if output.finished:
+                    done[output.request_id] = list(output.outputs[0].token_ids)
+        tokens[native] = done
+    assert tokens[True] == tokens[False]
+    assert all(len(t) == 8 for t in tokens[True].values())
+
+
+@needs_kernels
+def test_steps_it_does_not_take_go_through_the_operators(tmp_path: Path) -> None:
+    """More decodes than the kernels' rows, and a step that also prefills: declined, and the forward still
+    gives the operator path's result."""
+    build_hf_model("qwen2", tmp_path, seed=5, **SHAPE).to(torch.bfloat16).save_pretrained(tmp_path)
+    engine = _engine(tmp_path, "int8", max_num_seqs=16)
+    _decoding(engine, [[i + 1 for i in range(6 + n)] for n in range(10)])
+    inputs = _next_forward_inputs(engine)
+    decoder = engine.model._decoder()
+    assert decoder is not None
+    assert inputs[0].shape[0] == 10
+    assert not decoder.accepts(engine.model.model.embed_tokens(inputs[0]), inputs[2], inputs[3])
+    results = _both_paths(engine.model, inputs)
+    assert torch.equal(results[True][0], results[False][0])
+    engine.add_request("late", [1, 2, 3, 4, 5], SamplingParams(temperature=0.0, max_tokens=2))
+    mixed = _next_forward_inputs(engine)
+    assert mixed[3].prefills
+    assert not decoder.accepts(engine.model.model.embed_tokens(mixed[0]), mixed[2], mixed[3])
+
+
+@needs_kernels
+@pytest.mark.parametrize(
+    ("arch", "overrides", "engine_options"),
+    [
+        ("qwen3", {"head_dim": 32}, {}),  # q/k norms
+        ("mistral", {"sliding_window": 16}, {}),
+        ("qwen2", {}, {"max_num_seqs": 64}),  # bf16 on oneDNN's packed weights: no native layout
+    ],
+    ids=["qk-norm", "sliding-window", "packed-bf16"],
+)
+def test_models_it_does_not_take_keep_the_operators(
+    tmp_path: Path, arch: str, overrides: dict[str, Any], engine_options: dict[str, Any]
+) -> None:
+    build_hf_model(arch, tmp_path, seed=6, **{**SHAPE, **overrides}).to(torch.bfloat16).save_pretrained(
+        tmp_path
+    )
+    engine = _engine(tmp_path, None, **engine_options)
+    assert NativeDecoder.for_model(engine.model) is None
+    params = SamplingParams(temperature=0.0, max_tokens=3, ignore_eos=True)
+    engine.add_request("r", [1, 2, 3, 4], params)
+    while engine.has_unfinished_requests():
+        engine.step()
