@@ -159,7 +159,7 @@ static int attend(const sy_decode_batch *b, const sy_decoder_layer *layer, const
     int failed = 0;
 #pragma omp parallel for schedule(static) reduction(| : failed)
     for (int64_t item = 0; item < items; item++) {
-        const int64_t m = item / kv, h = item % kv, length = b->context_lens[m];
+        const int64_t m = item / kv, h = item % kv, length = b->context_lens[m], bs = b->block_size;
         const int64_t *table = b->block_tables + m * b->table_width;
         float *scores = (float *)malloc((size_t)(group * length + group * hd + 16) * sizeof(float));
         if (!scores) {
@@ -173,17 +173,20 @@ static int attend(const sy_decode_batch *b, const sy_decoder_layer *layer, const
                 q[g][c] = load_bf16x16(qkv + m * width + (h * group + g) * hd + 16 * c);
         float best[16], total[16];
         for (int64_t g = 0; g < group; g++) best[g] = -INFINITY;
-        for (int64_t p = 0; p < length; p++) {
-            const int64_t slot = table[p / b->block_size] * b->block_size + p % b->block_size;
-            const uint16_t *key = layer->k_cache + (slot * kv + h) * hd;
-            __m512 k[8];
-            for (int64_t c = 0; c < chunks; c++) k[c] = load_bf16x16(key + 16 * c);
-            for (int64_t g = 0; g < group; g++) {
-                __m512 dot = _mm512_mul_ps(q[g][0], k[0]);
-                for (int64_t c = 1; c < chunks; c++) dot = _mm512_fmadd_ps(q[g][c], k[c], dot);
-                const float s = _mm512_reduce_add_ps(dot) * b->scale;
-                scores[g * length + p] = s;
-                if (s > best[g]) best[g] = s;
+        for (int64_t start = 0; start < length; start += bs) {
+            const uint16_t *keys = layer->k_cache + (table[start / bs] * bs * kv + h) * hd;
+            const int64_t end = start + bs < length ? start + bs : length;
+            for (int64_t p = start; p < end; p++) {
+                const uint16_t *key = keys + (p - start) * kv * hd;
+                __m512 k[8];
+                for (int64_t c = 0; c < chunks; c++) k[c] = load_bf16x16(key + 16 * c);
+                for (int64_t g = 0; g < group; g++) {
+                    __m512 dot = _mm512_mul_ps(q[g][0], k[0]);
+                    for (int64_t c = 1; c < chunks; c++) dot = _mm512_fmadd_ps(q[g][c], k[c], dot);
+                    const float s = _mm512_reduce_add_ps(dot) * b->scale;
+                    scores[g * length + p] = s;
+                    if (s > best[g]) best[g] = s;
+                }
             }
         }
         for (int64_t g = 0; g < group; g++) {
@@ -206,16 +209,19 @@ static int attend(const sy_decode_batch *b, const sy_decoder_layer *layer, const
             for (p = 0; p < length; p++) row[p] = to_f32(to_bf16(row[p]));
         }
         for (int64_t i = 0; i < group * hd; i++) acc[i] = 0.0f;
-        for (int64_t p = 0; p < length; p++) {
-            const int64_t slot = table[p / b->block_size] * b->block_size + p % b->block_size;
-            const uint16_t *value = layer->v_cache + (slot * kv + h) * hd;
-            __m512 v[8];
-            for (int64_t c = 0; c < chunks; c++) v[c] = load_bf16x16(value + 16 * c);
-            for (int64_t g = 0; g < group; g++) {
-                const __m512 weight = _mm512_set1_ps(scores[g * length + p]);
-                for (int64_t c = 0; c < chunks; c++) {
-                    float *a = acc + g * hd + 16 * c;
-                    _mm512_storeu_ps(a, _mm512_fmadd_ps(weight, v[c], _mm512_loadu_ps(a)));
+        for (int64_t start = 0; start < length; start += bs) {
+            const uint16_t *values = layer->v_cache + (table[start / bs] * bs * kv + h) * hd;
+            const int64_t end = start + bs < length ? start + bs : length;
+            for (int64_t p = start; p < end; p++) {
+                const uint16_t *value = values + (p - start) * kv * hd;
+                __m512 v[8];
+                for (int64_t c = 0; c < chunks; c++) v[c] = load_bf16x16(value + 16 * c);
+                for (int64_t g = 0; g < group; g++) {
+                    const __m512 weight = _mm512_set1_ps(scores[g * length + p]);
+                    for (int64_t c = 0; c < chunks; c++) {
+                        float *a = acc + g * hd + 16 * c;
+                        _mm512_storeu_ps(a, _mm512_fmadd_ps(weight, v[c], _mm512_loadu_ps(a)));
+                    }
                 }
             }
         }
