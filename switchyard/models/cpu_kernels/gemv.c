@@ -23,6 +23,11 @@
 
 #define BLOCK 128
 
+// How far ahead of its reads a product asks for weight bytes (into L2). The hardware prefetcher alone left the
+// products of one decode step (a 24-layer Qwen2.5-0.5B shape, two cores) well below the read bandwidth; 8 KB
+// ahead took them from 14.1 to 19.8 GB/s in int4, 13.6 to 14.9 in int8 and 20.0 to 22.6 in bf16.
+#define PREFETCH_BYTES 8192
+
 static inline float bf16_to_f32(uint16_t h) {
     uint32_t u = (uint32_t)h << 16;
     float f;
@@ -101,6 +106,7 @@ static inline __attribute__((always_inline)) void int8_tile(const uint8_t *xr, c
         const __m512 sv = _mm512_set1_ps(xsr[b]);
         for (int r = 0; r < R; r++) {
             const int8_t *wr = w + (n0 + r) * K + b * BLOCK;
+            _mm_prefetch((const char *)wr + PREFETCH_BYTES, _MM_HINT_T1);
             __m512i ai = _mm512_dpbusd_epi32(_mm512_setzero_si512(), xa, _mm512_loadu_si512(wr));
             ai = _mm512_dpbusd_epi32(ai, xb, _mm512_loadu_si512(wr + 64));
             acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ai), sv, acc[r]);
@@ -171,6 +177,7 @@ static void sy_gemv_int4(const int8_t *xq, const float *xs, const int32_t *xsum,
                 const int64_t g = b / per_group;
                 for (int r = 0; r < rows; r++) {
                     const int64_t n = n0 + r;
+                    _mm_prefetch((const char *)(wp + n * (K / 2) + b * 64) + PREFETCH_BYTES, _MM_HINT_T1);
                     const __m512i packed = _mm512_loadu_si512((const void *)(wp + n * (K / 2) + b * 64));
                     const __m512i lo = _mm512_and_si512(packed, low);
                     const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(packed, 4), low);
@@ -205,6 +212,7 @@ void sy_gemv_bf16(const uint16_t *x, int64_t M, int64_t K, const uint16_t *w, co
             for (int64_t k = 0; k < K; k += 32) {
                 const __m512bh xv = (__m512bh)_mm512_loadu_si512((const void *)(xr + k));
                 for (int r = 0; r < rows; r++) {
+                    _mm_prefetch((const char *)(w + (n0 + r) * K + k) + PREFETCH_BYTES, _MM_HINT_T1);
                     const __m512bh wv = (__m512bh)_mm512_loadu_si512((const void *)(w + (n0 + r) * K + k));
                     acc[r] = _mm512_dpbf16_ps(acc[r], wv, xv);
                 }
