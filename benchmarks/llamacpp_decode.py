@@ -69,10 +69,21 @@ def llama_source(cache: Path) -> Path:
     return root / "vendor" / "llama.cpp"
 
 
-def build_llama(cache: Path, jobs: int) -> Path:
-    """cmake-build llama-server and llama-quantize (CPU only, -march=native); returns the bin folder."""
+NO_AMX_FLAGS = [
+    "-DGGML_NATIVE=OFF",
+    *(f"-DGGML_{flag}=ON" for flag in ("AVX", "AVX2", "FMA", "F16C", "AVX512", "AVX512_VNNI", "AVX512_BF16")),
+    *(f"-DGGML_AMX_{kind}=OFF" for kind in ("TILE", "INT8", "BF16")),
+]
+"""An AVX-512 build without llama.cpp's AMX path: on CPUs with AMX, `-march=native` compiles that path in, and
+in this vendored version it crashes (SIGSEGV in ggml_backend_amx_mul_mat) when it takes q8_0 / q4_0 weights;
+AVX-512 with VNNI and BF16 is also what the AMD machine of the issue has."""
+
+
+def build_llama(cache: Path, jobs: int, no_amx: bool = False) -> Path:
+    """cmake-build llama-server and llama-quantize (CPU only, -march=native, or AVX-512 without AMX); returns the
+    bin folder."""
     source = llama_source(cache)
-    build = cache / "build"
+    build = cache / ("build-no-amx" if no_amx else "build")
     binaries = build / "bin"
     if (binaries / "llama-server").is_file() and (binaries / "llama-quantize").is_file():
         return binaries
@@ -86,7 +97,7 @@ def build_llama(cache: Path, jobs: int) -> Path:
             "-DCMAKE_BUILD_TYPE=Release",
             "-DLLAMA_CURL=OFF",
             "-DLLAMA_OPENSSL=OFF",
-            "-DGGML_NATIVE=ON",
+            *(NO_AMX_FLAGS if no_amx else ["-DGGML_NATIVE=ON"]),
             "-DLLAMA_BUILD_TESTS=OFF",
             "-DLLAMA_BUILD_EXAMPLES=OFF",
             "-DBUILD_SHARED_LIBS=OFF",
@@ -306,6 +317,11 @@ def main(argv: list[str] | None = None) -> int:
         help="Switchyard's batch size; 8 or fewer is its latency-tuned configuration (native bf16 decode kernel)",
     )
     parser.add_argument("--build-only", action="store_true")
+    parser.add_argument(
+        "--no-amx",
+        action="store_true",
+        help="build and run llama.cpp for AVX-512 without its AMX path (which crashes on q8_0 / q4_0 here)",
+    )
     parser.add_argument("--convert-worker", nargs=2, metavar=("MODEL", "OUT"), help=argparse.SUPPRESS)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
@@ -319,13 +335,18 @@ def main(argv: list[str] | None = None) -> int:
     model = add_tokenizer(
         build_qwen2(args.workdir / f"qwen2.5-0.5b-shape-v{args.vocab_size}", shape), args.vocab_size
     )
-    binaries = build_llama(CACHE, args.jobs)
+    binaries = build_llama(CACHE, args.jobs, args.no_amx)
     ggufs = convert(CACHE, model, binaries)
     if args.build_only:
         print(json.dumps({k: str(v) for k, v in ggufs.items()}, indent=2))
         return 0
 
-    results: dict[str, object] = {"threads": args.threads, "max_num_seqs": args.max_num_seqs, "pairs": {}}
+    results: dict[str, object] = {
+        "threads": args.threads,
+        "max_num_seqs": args.max_num_seqs,
+        "llama_cpp_build": "avx512-no-amx" if args.no_amx else "native",
+        "pairs": {},
+    }
     count = 2 * args.reps
     batch1_prompts = random_prompts(count * 2, args.prompt_len, args.vocab_size, seed=1)
     load_prompts = random_prompts(args.requests, args.prompt_len, args.vocab_size, seed=2)
