@@ -22,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bf16.h"
+
 void sy_gemv_bf16(const uint16_t *x, int64_t M, int64_t K, const uint16_t *w, const float *bias, int64_t N,
                   void *y, int y_bf16);
 int sy_linear_int8(const void *x, int x_bf16, int64_t M, int64_t K, const int8_t *w, const int32_t *wsum,
@@ -63,21 +65,6 @@ typedef struct {
     float eps;
     float scale;  // attention's softmax scale
 } sy_decode_batch;
-
-static inline float to_f32(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-static inline uint16_t to_bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
 
 static inline __m512 load_bf16x16(const uint16_t *p) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
@@ -128,11 +115,11 @@ static int project(const sy_projection *p, const uint16_t *x, int64_t rows, uint
 static void rotate(uint16_t *x, const uint16_t *cos, const uint16_t *sin, int64_t head_dim) {
     const int64_t half = head_dim / 2;
     float in[512];
-    for (int64_t i = 0; i < head_dim; i++) in[i] = to_f32(x[i]);
+    for (int64_t i = 0; i < head_dim; i++) in[i] = bf16_to_f32(x[i]);
     for (int64_t i = 0; i < head_dim; i++) {
         const float swapped = i < half ? in[i + half] : in[i - half];
-        const float scaled = to_f32(to_bf16(in[i] * to_f32(cos[i])));
-        x[i] = to_bf16(scaled + swapped * to_f32(sin[i]));
+        const float scaled = bf16_to_f32(f32_to_bf16(in[i] * bf16_to_f32(cos[i])));
+        x[i] = f32_to_bf16(scaled + swapped * bf16_to_f32(sin[i]));
     }
 }
 
@@ -206,7 +193,7 @@ static int attend(const sy_decode_batch *b, const sy_decoder_layer *layer, const
                 sum = _mm512_add_ps(sum, _mm512_maskz_mov_ps(tail, e));
             }
             total[g] = _mm512_reduce_add_ps(sum);
-            for (p = 0; p < length; p++) row[p] = to_f32(to_bf16(row[p]));
+            for (p = 0; p < length; p++) row[p] = bf16_to_f32(f32_to_bf16(row[p]));
         }
         for (int64_t i = 0; i < group * hd; i++) acc[i] = 0.0f;
         for (int64_t start = 0; start < length; start += bs) {
@@ -240,7 +227,7 @@ static int attend(const sy_decode_batch *b, const sy_decoder_layer *layer, const
 static void add_into(uint16_t *x, const uint16_t *y, int64_t count) {
     int64_t i = 0;
     for (; i + 16 <= count; i += 16) store_bf16x16(x + i, _mm512_add_ps(load_bf16x16(x + i), load_bf16x16(y + i)));
-    for (; i < count; i++) x[i] = to_bf16(to_f32(x[i]) + to_f32(y[i]));
+    for (; i < count; i++) x[i] = f32_to_bf16(bf16_to_f32(x[i]) + bf16_to_f32(y[i]));
 }
 
 // out = silu(gate) * up per row of [gate | up], silu rounded to bf16 first (F.silu, then the product).
@@ -256,8 +243,8 @@ static void silu_and_mul(const uint16_t *gate_up, int64_t rows, int64_t inner, u
             store_bf16x16(o + i, _mm512_mul_ps(round_bf16x16(s), load_bf16x16(up + i)));
         }
         for (; i < inner; i++) {
-            const float g = to_f32(gate[i]);
-            o[i] = to_bf16(to_f32(to_bf16(g / (1.0f + expf(-g)))) * to_f32(up[i]));
+            const float g = bf16_to_f32(gate[i]);
+            o[i] = f32_to_bf16(bf16_to_f32(f32_to_bf16(g / (1.0f + expf(-g)))) * bf16_to_f32(up[i]));
         }
     }
 }

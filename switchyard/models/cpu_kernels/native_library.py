@@ -29,6 +29,8 @@ DISABLE_ENV = "SWITCHYARD_NATIVE_KERNELS"
 """Set to 0 to keep PyTorch's kernels even where the native ones would build."""
 
 SOURCES = (Path(__file__).with_name("gemv.c"), Path(__file__).with_name("decode_layers.c"))
+HEADERS = (Path(__file__).with_name("bf16.h"),)
+"""Included by the sources: hashed with them, not compiled on their own."""
 REQUIRED_CPU_FLAGS = ("avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni", "avx512_bf16")
 COMPILE_FLAGS = (
     "-O3",
@@ -100,7 +102,7 @@ def build_library(cache_dir: Path, sources: tuple[Path, ...] = SOURCES) -> Path:
     that shapes it)."""
     compiler = _compiler()
     digest = hashlib.sha256()
-    for source in sources:
+    for source in (*sources, *HEADERS):
         digest.update(source.read_bytes())
     digest.update(" ".join(COMPILE_FLAGS).encode())
     digest.update(_compiler_identity(compiler).encode())
