@@ -1,7 +1,9 @@
 """Loads a Hugging Face model folder (config.json + safetensors) into a LlamaForCausalLM (dense or MoE).
 
 Weights are read through safetensors' memory map, converted to the requested dtype and placed on the requested
-device one tensor at a time, so peak memory stays near the size of the converted model. Quantized checkpoints
+device one tensor at a time, so peak memory stays near the size of the converted model; a tensor-parallel rank
+reads only its slices of unquantized tensors (and cuts quantized ones as each is decoded), so its peak stays near
+its shard. Quantized checkpoints
 are read dequantized; an int4 projection keeps its checkpoint grid on the layer (`CHECKPOINT_GRID`) so the int4
 layer is rebuilt from the stored codes.
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from safetensors import SafetensorError, safe_open
@@ -22,6 +25,12 @@ from switchyard.models.moe import SparseMoeBlock
 from switchyard.models.quantization.checkpoint import checkpoint_scheme, log_dequantized, read_weight
 from switchyard.models.quantization.int4_formats import CHECKPOINT_GRID, Int4Grid
 from switchyard.models.rope import RotaryEmbedding
+
+if TYPE_CHECKING:
+    from switchyard.models.tensor_parallel import RankCut
+
+FLOAT_STORAGE = frozenset({"F64", "F32", "F16", "BF16"})
+"""safetensors dtypes a tensor-parallel rank may read as a slice (others go through `read_weight`)."""
 
 DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32,
@@ -84,9 +93,13 @@ def load_model(
     device: str | torch.device = "cpu",
     max_positions: int | None = None,
     config: ModelArchConfig | None = None,
+    cut: RankCut | None = None,
 ) -> LlamaForCausalLM:
     """Build the model described by `folder/config.json` (or by `config`, read from it and adjusted, e.g.
-    `with_long_context`) and fill it from the folder's safetensors."""
+    `with_long_context`) and fill it from the folder's safetensors.
+
+    With `cut`, only one tensor-parallel rank's part of each tensor is kept (`tensor_parallel.RankCut`): the
+    model has the rank's shapes, and unquantized tensors are read as slices, never whole."""
     folder = Path(folder)
     if not folder.is_dir():
         raise ModelLoadError("model folder not found", str(folder))
@@ -95,7 +108,8 @@ def load_model(
     torch_dtype = parse_dtype(dtype)
     device = torch.device(device)
     with torch.device("meta"):
-        model = LlamaForCausalLM(config, max_positions)
+        whole = LlamaForCausalLM(config, max_positions)
+        model = whole if cut is None else LlamaForCausalLM(cut.local, max_positions)
     model.rotary = RotaryEmbedding(
         config.rope,
         config.head_dim,
@@ -107,31 +121,45 @@ def load_model(
     handles: dict[Path, object] = {}
     shards: dict[str, dict[ShardIndex, torch.Tensor]] = defaultdict(dict)
     grids: dict[str, dict[ShardIndex, Int4Grid | None]] = defaultdict(dict)
-    params = dict(model.named_parameters())
+    params = dict(whole.named_parameters())
 
-    def read(name: str) -> torch.Tensor:
+    def handle_of(name: str):  # type: ignore[no-untyped-def]
         path = locations.get(name)
         if path is None:
             raise KeyError(name)
-        handle = handles.get(path) or handles.setdefault(path, _open(path))
-        return handle.get_tensor(name)  # type: ignore[attr-defined]
+        return handles.get(path) or handles.setdefault(path, _open(path))
 
-    for ckpt_name, param_name, shard in model.checkpoint_names():
+    def read(name: str) -> torch.Tensor:
+        return handle_of(name).get_tensor(name)  # type: ignore[no-any-return]
+
+    for ckpt_name, param_name, shard in whole.checkpoint_names():
         path = locations.get(ckpt_name, folder)  # a packed projection has no tensor of this name
+        expected = _expected_shape(params[param_name].shape, param_name, shard, config)
+        part = cut.part(param_name, shard) if cut is not None and scheme is None else None
+        grid = None
         try:
-            decoded = read_weight(scheme, ckpt_name, read, locations.__contains__)
+            view = handle_of(ckpt_name).get_slice(ckpt_name) if part is not None else None
+            if view is not None and view.get_dtype() in FLOAT_STORAGE:  # only the rank's slice is read
+                assert part is not None
+                shape = tuple(view.get_shape())
+                axis, start, end = part
+                if shape == expected:
+                    tensor = view[start:end] if axis == 0 else view[:, start:end]
+            else:
+                part = None  # read whole (and refused there if it is not a float tensor), then cut
+                decoded = read_weight(scheme, ckpt_name, read, locations.__contains__)
+                tensor, grid, shape = decoded.weight, decoded.grid, tuple(decoded.weight.shape)
         except KeyError as exc:
             raise ModelLoadError(f"tensor {exc} is missing from the checkpoint", str(folder)) from None
         except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
             raise ModelLoadError(f"cannot read tensor {ckpt_name!r}: {exc}", str(path)) from None
-        tensor = decoded.weight
-        grids[param_name][shard] = decoded.grid
-        expected = _expected_shape(params[param_name].shape, param_name, shard, config)
-        if tuple(tensor.shape) != expected:
+        if shape != expected:
             raise ModelLoadError(
-                f"tensor {ckpt_name!r} has shape {tuple(tensor.shape)}, config.json implies {expected}",
-                str(path),
+                f"tensor {ckpt_name!r} has shape {shape}, config.json implies {expected}", str(path)
             )
+        if cut is not None and part is None:
+            tensor, grid = cut.tensor(param_name, shard, tensor), cut.grid(param_name, shard, grid)
+        grids[param_name][shard] = grid
         shards[param_name][shard] = tensor.to(device=device, dtype=torch_dtype)
 
     for param_name, parts in shards.items():

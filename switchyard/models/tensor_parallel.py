@@ -1,4 +1,4 @@
-"""Tensor parallelism of the Llama family: one rank's shard of a loaded model, and the layers that join shards.
+"""Tensor parallelism of the Llama family: what one rank loads of a checkpoint, and the layers that join shards.
 
 Megatron's split, which needs one all-reduce per half-layer: q/k/v and gate/up are split by output (each rank
 computes its own heads and its own slice of the MLP), o and down by input (each rank's product is a partial sum,
@@ -23,8 +23,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from switchyard.models.config import ModelArchConfig
-from switchyard.models.llama import LlamaForCausalLM
-from switchyard.models.quantization.int4_formats import CHECKPOINT_GRID, Int4Grid
+from switchyard.models.llama import LlamaForCausalLM, ShardIndex
+from switchyard.models.quantization.int4_formats import Int4Grid
 from switchyard.models.quantization.int4_split import Int4SplitError, int4_split_message
 
 
@@ -95,100 +95,75 @@ def local_config(config: ModelArchConfig, slices: RankSlices) -> ModelArchConfig
     )
 
 
-@torch.no_grad()
-def shard_model(
-    full: LlamaForCausalLM, rank: int, world_size: int, group: dist.ProcessGroup | None = None
-) -> LlamaForCausalLM:
-    """Rank `rank`'s shard of a loaded model, with the collectives that join the shards (`group`)."""
-    config = full.config
-    slices = rank_slices(config, rank, world_size)
-    shard_config = local_config(config, slices)
-    device = full.lm_head.weight.device
-    with torch.device("meta"):
-        shard = LlamaForCausalLM(shard_config)
-    shard.rotary = full.rotary
-    hd = config.head_dim
-    q_rows = _rows(slices.q_heads, hd)
-    k_rows = _rows(slices.kv_heads, hd, offset=config.q_size)
-    v_rows = _rows(slices.kv_heads, hd, offset=config.q_size + config.kv_size)
-    qkv_rows = torch.cat([q_rows, k_rows, v_rows]).to(device)
-    inter = torch.arange(*slices.intermediate, device=device)
-    gate_up_rows = torch.cat([inter, inter + config.intermediate_size])
-    q_cols = (slices.q_heads[0] * hd, slices.q_heads[1] * hd)
-    for index, (full_layer, layer) in enumerate(zip(full.model.layers, shard.model.layers, strict=True)):
-        attention, mlp = full_layer.self_attn, full_layer.mlp
-        where = _ShardSite(f"model.layers.{index}", world_size)
-        layer.self_attn.qkv_proj = _linear(attention.qkv_proj, where.at("self_attn.qkv_proj"), rows=qkv_rows)
-        layer.self_attn.o_proj = _linear(attention.o_proj, where.at("self_attn.o_proj"), cols=q_cols)
-        layer.self_attn.q_norm, layer.self_attn.k_norm = attention.q_norm, attention.k_norm
-        layer.self_attn = AllReducedOutput(layer.self_attn, group)
-        layer.mlp.gate_up_proj = _linear(mlp.gate_up_proj, where.at("mlp.gate_up_proj"), rows=gate_up_rows)
-        layer.mlp.down_proj = _linear(mlp.down_proj, where.at("mlp.down_proj"), cols=slices.intermediate)
-        layer.mlp = AllReducedOutput(layer.mlp, group)
-        layer.input_layernorm = full_layer.input_layernorm
-        layer.post_attention_layernorm = full_layer.post_attention_layernorm
-    start, end = slices.vocab
-    shard.model.embed_tokens = VocabParallelEmbedding(
-        full.model.embed_tokens.weight[start:end].clone(), start, group
-    )
-    shard.model.norm = full.model.norm
-    shard.lm_head = VocabParallelHead(full.lm_head.weight[start:end].clone(), world_size, group)
-    return shard.eval()
-
-
-def _rows(heads: tuple[int, int], head_dim: int, offset: int = 0) -> torch.Tensor:
-    return torch.arange(offset + heads[0] * head_dim, offset + heads[1] * head_dim)
-
-
 @dataclasses.dataclass(frozen=True)
-class _ShardSite:
-    """Which projection is being split, over how many ranks: for the error that names it."""
+class RankCut:
+    """What one rank keeps of each checkpoint tensor, cut as the loader reads it (models/loader.py), so a rank
+    holds its shard and at most one whole checkpoint tensor at a time, never the whole model.
 
-    name: str
-    world_size: int
+    q/k/v and gate/up keep the rank's output rows, o and down its input columns, the embedding and the LM head
+    its vocabulary rows; norms stay whole. A pre-quantized int4 weight's grid is cut with it (rows keep their
+    own groups; columns must hold whole groups, else Int4SplitError)."""
 
-    def at(self, projection: str) -> _ShardSite:
-        return _ShardSite(f"{self.name}.{projection}", self.world_size)
+    config: ModelArchConfig
+    """The unsplit model's shape (the checkpoint's)."""
+    slices: RankSlices
 
+    @property
+    def local(self) -> ModelArchConfig:
+        return local_config(self.config, self.slices)
 
-def _linear(
-    full: nn.Linear, site: _ShardSite, rows: torch.Tensor | None = None, cols: tuple[int, int] | None = None
-) -> nn.Linear:
-    """Output rows `rows` and input columns [cols) of `full`; a pre-quantized int4 layer's checkpoint grid is
-    sliced alike, so the shard is rebuilt from its own codes (fused q/k/v and gate/up rows are picked per part,
-    as the weight's are)."""
-    weight = full.weight
-    if rows is not None:
-        weight = weight.index_select(0, rows)
-    if cols is not None:
-        weight = weight[:, cols[0] : cols[1]]
-    bias = full.bias
-    if bias is not None and rows is not None:
-        bias = bias.index_select(0, rows)
-    linear = nn.Linear(weight.shape[1], weight.shape[0], bias=bias is not None, device="meta")
-    linear.weight = nn.Parameter(weight.contiguous(), requires_grad=False)
-    if bias is not None:
-        linear.bias = nn.Parameter(bias.contiguous(), requires_grad=False)
-    grid: Int4Grid | None = getattr(full, CHECKPOINT_GRID, None)
-    if grid is not None:
-        setattr(linear, CHECKPOINT_GRID, _shard_grid(grid, site, rows, cols))
-    return linear
+    def part(self, param_name: str, shard: ShardIndex) -> tuple[int, int, int] | None:
+        """(axis, start, end) of the rank's part of the checkpoint tensor for `param_name` (part `shard` of a
+        fused one), or None where the rank keeps it whole."""
+        head_dim, slices = self.config.head_dim, self.slices
+        if ".qkv_proj." in param_name:
+            heads = slices.q_heads if shard == 0 else slices.kv_heads
+            return 0, heads[0] * head_dim, heads[1] * head_dim
+        if param_name.endswith(".o_proj.weight"):
+            return 1, slices.q_heads[0] * head_dim, slices.q_heads[1] * head_dim
+        if ".gate_up_proj." in param_name:
+            return 0, *slices.intermediate
+        if param_name.endswith(".down_proj.weight"):
+            return 1, *slices.intermediate
+        if param_name in ("model.embed_tokens.weight", "lm_head.weight"):
+            return 0, *slices.vocab
+        return None
 
+    def tensor(self, param_name: str, shard: ShardIndex, tensor: torch.Tensor) -> torch.Tensor:
+        """The rank's part of a whole checkpoint tensor, as a tensor of its own (the whole one can be freed)."""
+        part = self.part(param_name, shard)
+        if part is None:
+            return tensor
+        axis, start, end = part
+        return tensor.narrow(axis, start, end - start).clone(memory_format=torch.contiguous_format)
 
-def _shard_grid(
-    grid: Int4Grid, site: _ShardSite, rows: torch.Tensor | None, cols: tuple[int, int] | None
-) -> Int4Grid:
-    if rows is not None:
-        grid = grid.rows(rows)
-    if cols is not None:
-        start, end = cols
+    def grid(self, param_name: str, shard: ShardIndex, grid: Int4Grid | None) -> Int4Grid | None:
+        part = self.part(param_name, shard)
+        if grid is None or part is None:
+            return grid
+        axis, start, end = part
+        if axis == 0:
+            return grid.rows(torch.arange(start, end))
         try:
-            grid = grid.columns(start, end - start)
+            return grid.columns(start, end - start)
         except ValueError:
+            layer = param_name.removesuffix(".weight")
             raise Int4SplitError(
-                int4_split_message(site.name, end - start, grid.group_size, site.world_size)
+                int4_split_message(layer, end - start, grid.group_size, self.slices.world_size)
             ) from None
-    return grid
+
+
+def join_shards(
+    model: LlamaForCausalLM, slices: RankSlices, group: dist.ProcessGroup | None = None
+) -> LlamaForCausalLM:
+    """A rank's shard, loaded with its `RankCut`, joined to the other ranks' by the collectives (`group`)."""
+    for layer in model.model.layers:
+        layer.self_attn = AllReducedOutput(layer.self_attn, group)
+        layer.mlp = AllReducedOutput(layer.mlp, group)
+    start, _ = slices.vocab
+    model.model.embed_tokens = VocabParallelEmbedding(model.model.embed_tokens.weight, start, group)
+    model.lm_head = VocabParallelHead(model.lm_head.weight, slices.world_size, group)
+    return model.eval()
 
 
 class AllReducedOutput(nn.Module):

@@ -8,8 +8,10 @@ import random
 from pathlib import Path
 
 import pytest
+import torch
 import torch.distributed as dist
 from model_factory import build_hf_model
+from safetensors import safe_open
 
 from switchyard.config import EngineConfig
 from switchyard.engine.engine import LLMEngine
@@ -97,3 +99,76 @@ def test_shapes_that_do_not_split_are_refused_before_starting_ranks(qwen_dir: Pa
     assert [s.kv_heads for s in slices] == [(0, 1), (0, 1), (1, 2), (1, 2)]
     assert [s.q_heads for s in slices] == [(0, 1), (1, 2), (2, 3), (3, 4)]
     assert local_config(config, slices[0]).num_key_value_heads == 1
+
+
+class _CountingHandle:
+    """A safetensors handle that counts the elements it reads, whole or sliced."""
+
+    def __init__(self, inner: object, reads: dict[str, int]) -> None:
+        self._inner = inner
+        self._reads = reads
+
+    def keys(self) -> list[str]:
+        return self._inner.keys()  # type: ignore[attr-defined, no-any-return]
+
+    def get_tensor(self, name: str) -> torch.Tensor:
+        tensor = self._inner.get_tensor(name)  # type: ignore[attr-defined]
+        self._reads[name] = self._reads.get(name, 0) + tensor.numel()
+        return tensor
+
+    def get_slice(self, name: str) -> object:
+        view = self._inner.get_slice(name)  # type: ignore[attr-defined]
+        reads = self._reads
+
+        class _Slice:
+            def get_shape(self) -> list[int]:
+                return view.get_shape()  # type: ignore[no-any-return]
+
+            def get_dtype(self) -> str:
+                return view.get_dtype()  # type: ignore[no-any-return]
+
+            def __getitem__(self, index: object) -> torch.Tensor:
+                part = view[index]
+                reads[name] = reads.get(name, 0) + part.numel()
+                return part
+
+        return _Slice()
+
+
+def test_a_rank_reads_only_its_part_of_each_tensor(qwen_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Loading rank 1 of 2 reads half of every projection, embedding and head (norms whole), never the whole
+    model, and holds exactly those slices of the unsplit model's tensors."""
+    from switchyard.engine.parallel.rank_model import load_rank_model
+    from switchyard.models import loader
+
+    load = dict(dtype=torch.float32, device=torch.device("cpu"), max_model_len=64, quantization=None)
+    whole = load_rank_model(qwen_dir, rank=0, world_size=1, **load)  # type: ignore[arg-type]
+    reads: dict[str, int] = {}
+    opened = loader._open
+    monkeypatch.setattr(loader, "_open", lambda path: _CountingHandle(opened(path), reads))
+    shard = load_rank_model(qwen_dir, rank=1, world_size=2, **load)  # type: ignore[arg-type]
+
+    with safe_open(str(qwen_dir / "model.safetensors"), framework="pt") as handle:
+        sizes = {name: handle.get_slice(name).get_shape() for name in handle.keys()}  # noqa: SIM118
+    for name, shape in sizes.items():
+        numel = int(torch.Size(shape).numel())
+        assert reads[name] == (numel if "norm" in name else numel // 2), name
+    assert sum(reads.values()) < 0.6 * sum(int(torch.Size(s).numel()) for s in sizes.values())
+
+    config = whole.config
+    q, kv = config.q_size, config.kv_size
+    layer, full = shard.model.layers[0], whole.model.layers[0]
+    attention, full_attention = layer.self_attn.block, full.self_attn
+    q_rows = slice(q // 2, q)  # rank 1 of 2: the second half of the query heads
+    kv_rows = slice(q + kv // 2, q + kv)
+    v_rows = slice(q + kv + kv // 2, q + 2 * kv)
+    expected = torch.cat([full_attention.qkv_proj.weight[rows] for rows in (q_rows, kv_rows, v_rows)])
+    assert torch.equal(attention.qkv_proj.weight, expected)
+    assert torch.equal(attention.o_proj.weight, full_attention.o_proj.weight[:, q // 2 :])
+    inter = config.intermediate_size
+    gate_up = full.mlp.gate_up_proj.weight
+    halves = (gate_up[inter // 2 : inter], gate_up[inter + inter // 2 :])
+    assert torch.equal(layer.mlp.block.gate_up_proj.weight, torch.cat(halves))
+    assert torch.equal(layer.mlp.block.down_proj.weight, full.mlp.down_proj.weight[:, inter // 2 :])
+    vocab = config.vocab_size
+    assert torch.equal(shard.model.embed_tokens.weight, whole.model.embed_tokens.weight[vocab // 2 :])

@@ -13,7 +13,7 @@ from switchyard.models.packed_linear import pack_linear_layers
 from switchyard.models.quantization.apply import quantize_model
 from switchyard.models.quantization.checkpoint import checkpoint_quantization
 from switchyard.models.quantization.methods import QuantizationSpec
-from switchyard.models.tensor_parallel import shard_model
+from switchyard.models.tensor_parallel import RankCut, join_shards, rank_slices
 
 
 def load_rank_model(
@@ -28,9 +28,14 @@ def load_rank_model(
 ) -> LlamaForCausalLM:
     """Rank `rank`'s shard, quantized as asked (or as the checkpoint is); not yet packed (the caller decides).
     `config`: the folder's, adjusted (`with_long_context`; rank 0 only: other ranks read the folder's)."""
-    full = load_model(folder, dtype, device, max_positions=max_model_len, config=config)
-    model = shard_model(full, rank, world_size) if world_size > 1 else full
-    del full
+    if world_size > 1:
+        # Each rank reads its own part of every tensor: its load never holds the whole model.
+        whole = config or ModelArchConfig.from_folder(Path(folder))
+        slices = rank_slices(whole, rank, world_size)
+        cut = RankCut(whole, slices)
+        model = join_shards(load_model(folder, dtype, device, max_model_len, config=whole, cut=cut), slices)
+    else:
+        model = load_model(folder, dtype, device, max_positions=max_model_len, config=config)
     spec = (
         QuantizationSpec(quantization) if quantization is not None else checkpoint_quantization(Path(folder))
     )  # type: ignore[arg-type]
