@@ -110,7 +110,10 @@ def test_a_padded_batch_computes_what_the_batch_alone_does(tiny_model_dir: Path)
     )
     torch.testing.assert_close(padded[:3], eager, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(runner.kv_cache[:, :, :num_blocks], after_eager[:, :, :num_blocks])
-    assert runner.kv_cache[:, :, num_blocks].abs().sum() > 0  # the padding row wrote there, and only there
+    # The padding row wrote there, and only there. What it wrote is not compared: its attention attends to no
+    # key, so its output row (and the next layer's keys from it) is whatever the kernel's buffer held, NaN at
+    # times; a NaN-blind sum made this assertion flaky.
+    assert (runner.kv_cache[:, :, num_blocks] != 0).any()
 
 
 def test_graphs_need_the_kernel(tiny_model_dir: Path) -> None:
