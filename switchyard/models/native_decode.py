@@ -102,19 +102,12 @@ class NativeDecoder:
     the caches change."""
 
     def __init__(
-        self,
-        kernels: NativeKernels,
-        layers: list[tuple[nn.Module, ...]],
-        shape: dict[str, int],
-        eps: float,
-        scale: float,
-        norm_bf16: bool,
+        self, kernels: NativeKernels, layers: list[_Layer], shape: dict[str, int], eps: float, norm_bf16: bool
     ) -> None:
-        """`layers`: per decoder layer, (input norm, post-attention norm, qkv, o, gate_up, down) modules."""
+        """`layers`: each decoder layer's norms and projections (KV-cache pointers are filled per step)."""
         self._kernels = kernels
-        self._templates = layers
+        self._array = (_Layer * len(layers))(*layers)
         self._kv_shape = (shape["kv_heads"], shape["head_dim"])
-        self._array = (_Layer * len(layers))()
         self._cache_key: tuple[int, ...] = ()
         self._batch = _Batch()
         batch = self._batch
@@ -125,7 +118,7 @@ class NativeDecoder:
         batch.intermediate = shape["intermediate"]
         batch.norm_bf16 = int(norm_bf16)
         batch.eps = eps
-        batch.scale = scale
+        batch.scale = shape["head_dim"] ** -0.5
 
     @classmethod
     def for_model(cls, model: nn.Module) -> NativeDecoder | None:
@@ -159,7 +152,7 @@ class NativeDecoder:
             return None
         assert kernels is not None
         hidden = config.hidden_size
-        layers: list[tuple[nn.Module, ...]] = []
+        layers: list[_Layer] = []
         norm_dtypes = set()
         for layer in model.model.layers:
             attention, mlp = layer.self_attn, layer.mlp
@@ -172,17 +165,18 @@ class NativeDecoder:
             ):
                 logger.debug("native decode step off: norms of another kind")
                 return None
-            parts = (
-                (attention.qkv_proj, hidden),
-                (attention.o_proj, config.q_size),
-                (mlp.gate_up_proj, hidden),
-                (mlp.down_proj, mlp.intermediate_size),
-            )
-            if any(_projection(module, size) is None for module, size in parts):
+            projections = [
+                _projection(attention.qkv_proj, hidden),
+                _projection(attention.o_proj, config.q_size),
+                _projection(mlp.gate_up_proj, hidden),
+                _projection(mlp.down_proj, mlp.intermediate_size),
+            ]
+            if any(found is None for found in projections):
                 logger.debug("native decode step off: a projection without a native kernel layout")
                 return None
-            norm_dtypes |= {layer.input_layernorm.weight.dtype, layer.post_attention_layernorm.weight.dtype}
-            layers.append((layer.input_layernorm, layer.post_attention_layernorm, *(m for m, _ in parts)))
+            norms = (layer.input_layernorm.weight, layer.post_attention_layernorm.weight)
+            norm_dtypes |= {weight.dtype for weight in norms}
+            layers.append(_Layer(norms[0].data_ptr(), norms[1].data_ptr(), *projections))
         if len(norm_dtypes) != 1 or not norm_dtypes <= set(_NORM_DTYPES):
             logger.debug("native decode step off: norm weights of mixed or unsupported dtypes")
             return None
@@ -198,7 +192,7 @@ class NativeDecoder:
             "intermediate": intermediate.pop(),
         }
         norm_bf16 = norm_dtypes.pop() == torch.bfloat16
-        return cls(kernels, layers, shape, config.rms_norm_eps, config.head_dim**-0.5, norm_bf16)
+        return cls(kernels, layers, shape, config.rms_norm_eps, norm_bf16)
 
     def accepts(
         self,
@@ -243,7 +237,7 @@ class NativeDecoder:
         batch.cos = cos.data_ptr()
         batch.sin = sin.data_ptr()
         done = self._kernels.library.sy_decode_layers(
-            self._array, len(self._templates), ctypes.byref(batch), hidden.data_ptr()
+            self._array, len(self._array), ctypes.byref(batch), hidden.data_ptr()
         )
         return bool(done)
 
@@ -251,7 +245,7 @@ class NativeDecoder:
         key = tuple(cache.data_ptr() for pair in kv_caches for cache in pair)
         if key == self._cache_key:
             return True
-        if len(kv_caches) != len(self._templates) or any(
+        if len(kv_caches) != len(self._array) or any(
             cache.dtype != torch.bfloat16
             or not cache.is_contiguous()
             or cache.dim() != 4
@@ -260,15 +254,7 @@ class NativeDecoder:
             for cache in pair
         ):
             return False
-        for slot, (modules, (k_cache, v_cache)) in enumerate(zip(self._templates, kv_caches, strict=True)):
-            input_norm, post_norm, qkv, o, gate_up, down = modules
-            entry = self._array[slot]
-            entry.input_norm = input_norm.weight.data_ptr()
-            entry.post_norm = post_norm.weight.data_ptr()
-            entry.qkv = _projection(qkv, qkv.in_features)
-            entry.o = _projection(o, o.in_features)
-            entry.gate_up = _projection(gate_up, gate_up.in_features)
-            entry.down = _projection(down, down.in_features)
+        for entry, (k_cache, v_cache) in zip(self._array, kv_caches, strict=True):
             entry.k_cache = k_cache.data_ptr()
             entry.v_cache = v_cache.data_ptr()
         self._cache_key = key
