@@ -3,9 +3,8 @@
 Weights are read through safetensors' memory map, converted to the requested dtype and placed on the requested
 device one tensor at a time, so peak memory stays near the size of the converted model; a tensor-parallel rank
 reads only its slices of unquantized tensors (and cuts quantized ones as each is decoded), so its peak stays near
-its shard. Quantized checkpoints
-are read dequantized; an int4 projection keeps its checkpoint grid on the layer (`CHECKPOINT_GRID`) so the int4
-layer is rebuilt from the stored codes.
+its shard. Quantized checkpoints are read dequantized; an int4 projection keeps its checkpoint grid on the layer
+(`CHECKPOINT_GRID`) so the int4 layer is rebuilt from the stored codes.
 """
 
 from __future__ import annotations
