@@ -12,7 +12,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "w1", "w2", "w3")
+"""Projection names a checkpoint packs (Mixtral's experts are w1 gate, w2 down, w3 up)."""
 AWQ_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)
 
 Packer = Callable[[torch.Tensor], tuple[dict[str, torch.Tensor], torch.Tensor]]
@@ -140,15 +141,18 @@ def compressed_config(weights: dict, form: str, activations: dict | None = None)
     }
 
 
-def write_quantized(source: Path, target: Path, pack: Packer, config: dict) -> dict[str, torch.Tensor]:
-    """`source` with its projections packed by `pack`; returns the float state dict of the dequantized model."""
+def write_quantized(
+    source: Path, target: Path, pack: Packer, config: dict, keep: Callable[[str], bool] = lambda _: False
+) -> dict[str, torch.Tensor]:
+    """`source` with its projections packed by `pack` (but those `keep` names, stored as they are); returns the
+    float state dict of the dequantized model."""
     target.mkdir()
     state = load_file(str(source / "model.safetensors"))
     stored: dict[str, torch.Tensor] = {}
     reference = dict(state)
     for name, tensor in state.items():
         base = name.removesuffix(".weight")
-        if name.endswith(".weight") and base.rsplit(".", 1)[-1] in PROJECTIONS:
+        if name.endswith(".weight") and base.rsplit(".", 1)[-1] in PROJECTIONS and not keep(name):
             tensors, dequantized = pack(tensor.float())
             stored.update({f"{base}.{suffix}": value.contiguous() for suffix, value in tensors.items()})
             reference[name] = dequantized

@@ -4,7 +4,8 @@ Weights are read through safetensors' memory map, converted to the requested dty
 device one tensor at a time, so peak memory stays near the size of the converted model; a tensor-parallel rank
 reads only its slices of unquantized tensors (and cuts quantized ones as each is decoded), so its peak stays near
 its shard. Quantized checkpoints are read dequantized; an int4 projection keeps its checkpoint grid on the layer
-(`CHECKPOINT_GRID`) so the int4 layer is rebuilt from the stored codes.
+(`CHECKPOINT_GRID`; a mixture's experts, one grid each on their block, `CHECKPOINT_EXPERT_GRIDS`) so the int4
+layers are rebuilt from the stored codes.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from switchyard.models.config import ModelArchConfig
 from switchyard.models.llama import LlamaForCausalLM, ShardIndex
 from switchyard.models.moe import SparseMoeBlock
 from switchyard.models.quantization.checkpoint import checkpoint_scheme, log_dequantized, read_weight
-from switchyard.models.quantization.int4_formats import CHECKPOINT_GRID, Int4Grid
+from switchyard.models.quantization.int4_formats import CHECKPOINT_EXPERT_GRIDS, CHECKPOINT_GRID, Int4Grid
 from switchyard.models.rope import RotaryEmbedding
 
 if TYPE_CHECKING:
@@ -164,9 +165,17 @@ def load_model(
     for param_name, parts in shards.items():
         value = _assemble(parts)
         _set_parameter(model, param_name, torch.nn.Parameter(value, requires_grad=False))
-        grid = _assemble_grid(grids[param_name])
-        if grid is not None:
-            setattr(model.get_submodule(param_name.rpartition(".")[0]), CHECKPOINT_GRID, grid)
+        module_name, _, attr = param_name.rpartition(".")
+        if any(isinstance(key, tuple) for key in parts):  # stacked experts: one grid per expert, or none
+            expert_grids = _assemble_expert_grids(grids[param_name])
+            if expert_grids is not None:
+                module = model.get_submodule(module_name)
+                stacks = getattr(module, CHECKPOINT_EXPERT_GRIDS, None) or {}
+                setattr(module, CHECKPOINT_EXPERT_GRIDS, {**stacks, attr: expert_grids})
+        else:
+            grid = _concat_grids([grids[param_name][key] for key in _shard_order(parts)])
+            if grid is not None:
+                setattr(model.get_submodule(module_name), CHECKPOINT_GRID, grid)
     if scheme is not None:
         log_dequantized(scheme, torch_dtype, device)
     if config.tie_word_embeddings:
@@ -194,13 +203,30 @@ def _assemble(parts: dict[ShardIndex, torch.Tensor]) -> torch.Tensor:
     return torch.cat([parts[key] for key in keys], dim=0)
 
 
-def _assemble_grid(parts: dict[ShardIndex, Int4Grid | None]) -> Int4Grid | None:
-    """One layer's grid from its checkpoint tensors' grids (rows concatenated as `_assemble` does), or None
-    when any part has none, the parts' groups differ, or they are experts (which stay in dtype)."""
-    if any(grid is None for grid in parts.values()) or any(isinstance(key, tuple) for key in parts):
+def _shard_order(parts: dict[ShardIndex, object]) -> list[ShardIndex]:
+    """The keys of a fused parameter's parts (None, or 0, 1, 2) in the order `_assemble` concatenates them."""
+    return sorted(parts, key=lambda k: -1 if k is None else k)  # type: ignore[arg-type, return-value, operator]
+
+
+def _assemble_expert_grids(parts: dict[ShardIndex, Int4Grid | None]) -> list[Int4Grid] | None:
+    """A stacked expert parameter's grids, one per expert (its parts' rows concatenated as `_assemble` does),
+    or None when any expert has none: the stack is then kept in dtype as a whole."""
+    experts = sorted({key[0] for key in parts if isinstance(key, tuple)})
+    found = []
+    for expert in experts:
+        keys = sorted(key[1] for key in parts if isinstance(key, tuple) and key[0] == expert)
+        grid = _concat_grids([parts[(expert, part)] for part in keys])
+        if grid is None:
+            return None
+        found.append(grid)
+    return found
+
+
+def _concat_grids(found: list[Int4Grid | None]) -> Int4Grid | None:
+    """One layer's grid from its checkpoint tensors' grids, rows in order, or None when any part has none or
+    the parts' groups differ."""
+    if not found or any(grid is None for grid in found):
         return None
-    keys = sorted(parts, key=lambda k: -1 if k is None else k)  # type: ignore[arg-type, return-value]
-    found = [parts[key] for key in keys]
     sizes = {grid.group_size for grid in found if grid is not None}
     if len(sizes) != 1:
         return None

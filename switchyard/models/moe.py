@@ -44,8 +44,12 @@ class SparseMoeBlock(nn.Module):
         self.moe: MoEConfig = moe
         hidden, inner = config.hidden_size, moe.expert_intermediate_size
         self.gate = nn.Linear(hidden, moe.num_experts, bias=False)
-        self.experts_gate_up = nn.Parameter(torch.empty(moe.num_experts, 2 * inner, hidden))
-        self.experts_down = nn.Parameter(torch.empty(moe.num_experts, hidden, inner))
+        self.experts_gate_up: nn.Parameter | None = nn.Parameter(
+            torch.empty(moe.num_experts, 2 * inner, hidden)
+        )
+        self.experts_down: nn.Parameter | None = nn.Parameter(torch.empty(moe.num_experts, hidden, inner))
+        # Set by `use_quantized_experts`: (rows sorted by expert, each expert's end row) -> their outputs.
+        self.quantized_experts: nn.Module | None = None
         if moe.has_shared_expert:
             self.shared_expert: DenseMLP | None = DenseMLP(hidden, moe.shared_expert_intermediate_size)
             self.shared_expert_gate: nn.Linear | None = nn.Linear(hidden, 1, bias=False)
@@ -60,6 +64,11 @@ class SparseMoeBlock(nn.Module):
     def reset_routed_tokens(self, device: torch.device) -> None:
         """Start the per-expert counters from zero on `device` (the loader builds the module on meta)."""
         self.routed_tokens = torch.zeros(self.moe.num_experts, dtype=torch.long, device=device)
+
+    def use_quantized_experts(self, experts: nn.Module) -> None:
+        """Run the experts through `experts` (a `QuantizedExperts`) and drop the stacked float weights."""
+        self.quantized_experts = experts
+        self.experts_gate_up = self.experts_down = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: [tokens, hidden] -> [tokens, hidden]. Mutates `routed_tokens` (a counter, not an input)."""
@@ -88,7 +97,11 @@ class SparseMoeBlock(nn.Module):
         token_rows = order // top_k
         rows = x.index_select(0, token_rows)
         ends = counts.cumsum(0)
-        if _grouped_mm_fits(rows, self.experts_gate_up, self.experts_down):
+        if self.quantized_experts is not None:
+            out = self.quantized_experts(rows, ends.tolist())
+        elif self.experts_gate_up is None or self.experts_down is None:
+            raise RuntimeError("the experts' weights were dropped without quantized experts in their place")
+        elif _grouped_mm_fits(rows, self.experts_gate_up, self.experts_down):
             offsets = ends.to(torch.int32)
             gate_up = F.grouped_mm(rows, self.experts_gate_up.transpose(1, 2), offs=offsets)
             gate, up = gate_up.chunk(2, dim=-1)

@@ -25,6 +25,8 @@ AWQ_PACK_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)
 
 CHECKPOINT_GRID = "checkpoint_int4_grid"
 """The attribute of a loaded nn.Linear holding the Int4Grid its weight was stored on (pre-quantized int4)."""
+CHECKPOINT_EXPERT_GRIDS = "checkpoint_int4_expert_grids"
+"""The attribute of a loaded mixture block: {stacked expert parameter's name: one Int4Grid per expert}."""
 
 Reader = Callable[[str], torch.Tensor]
 

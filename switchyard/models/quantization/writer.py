@@ -51,7 +51,8 @@ def quantize_checkpoint(job: QuantizeJob) -> Path:
         raise ModelLoadError("the checkpoint is already quantized", str(job.source))
     if ModelArchConfig.from_folder(job.source).moe is not None:
         # transformers holds the experts fused in memory; written back they would not be the per-expert
-        # tensors a checkpoint (and Switchyard's loader) names. Quantizing at load (--quantization) works.
+        # tensors a checkpoint (and Switchyard's loader) names. Quantizing at load (--quantization) quantizes
+        # every expert (quantized_experts.py).
         raise ValueError("switchyard quantize does not write mixture-of-experts checkpoints yet")
     import transformers
 

@@ -1,0 +1,149 @@
+"""Quantized experts in a mixture (issue 51): weight bytes and decode step time, bf16 against each scheme.
+
+A random Qwen3-MoE model (the shape below: 32 experts of width 512, 4 per token, 8 layers) is served by one
+`LLM` per format in this process. Before this change `--quantization` left the routed experts in bf16 and
+quantized only attention (and a shared expert); the format `NAME-attn` reproduces that (experts kept stacked in
+bf16), so the before and after are measured in the same run. Decode steps are timed interleaved across the
+engines (one step of each in turn), at batch 1 and at batch 8, after each engine's requests have finished their
+prefill; medians are what to read. Weight bytes are what the engine's KV budget counts.
+Usage: python benchmarks/moe_quantized_decode.py [--formats bf16,int8-attn,int8,int4-attn,int4] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+import transformers
+from tqdm import tqdm
+
+sys.path.insert(0, str(Path(__file__).parent))
+from shapes import random_ids
+
+from switchyard import LLM, SamplingParams
+from switchyard.models.quantization import apply
+
+MOE_SHAPE = dict(
+    vocab_size=8192,
+    hidden_size=1024,
+    intermediate_size=2816,
+    moe_intermediate_size=512,
+    num_experts=32,
+    num_experts_per_tok=4,
+    norm_topk_prob=True,
+    num_hidden_layers=8,
+    num_attention_heads=16,
+    num_key_value_heads=4,
+    head_dim=64,
+    max_position_embeddings=4096,
+    tie_word_embeddings=True,
+)
+FORMATS = ("bf16", "int8-attn", "int8", "int4-attn", "int4")
+
+
+def build_moe(folder: Path) -> Path:
+    if (folder / "config.json").is_file():
+        return folder
+    config = transformers.Qwen3MoeConfig(**MOE_SHAPE)
+    torch.manual_seed(0)
+    transformers.Qwen3MoeForCausalLM(config).to(torch.bfloat16).save_pretrained(folder, safe_serialization=True)
+    return folder
+
+
+def engine_for(folder: Path, name: str) -> LLM:
+    method = None if name == "bf16" else name.removesuffix("-attn")
+    keep = apply._quantized_experts
+    if name.endswith("-attn"):  # the behaviour before: experts stay stacked in dtype
+        apply._quantized_experts = lambda *_: None  # type: ignore[assignment]
+    try:
+        return LLM(
+            str(folder),
+            dtype="bfloat16",
+            skip_tokenizer=True,
+            quantization=method,
+            max_model_len=2048,
+            max_num_seqs=8,
+            kv_cache_memory=64 << 20,
+        )
+    finally:
+        apply._quantized_experts = keep  # type: ignore[assignment]
+
+
+def start(llm: LLM, prompts: list[list[int]]) -> None:
+    """Requests past their prefill, decoding for as long as they are stepped."""
+    engine = llm.engine
+    params = SamplingParams(temperature=0, max_tokens=1800, ignore_eos=True)
+    for index, prompt in enumerate(prompts):
+        engine.add_request(f"r{index}", prompt, params)
+    while any(seq.in_prefill for seq in engine.scheduler.running) or engine.scheduler.num_waiting:
+        engine.step()
+
+
+def stop(llm: LLM) -> None:
+    engine = llm.engine
+    for request_id in list(engine.requests):
+        engine.abort_request(request_id)
+    while engine.has_unfinished_requests():
+        engine.step()
+
+
+def timed_steps(engines: dict[str, LLM], batch: int, steps: int) -> dict[str, float]:
+    prompts = random_ids(batch, 128, seed=batch, vocab_size=MOE_SHAPE["vocab_size"])
+    for llm in engines.values():
+        start(llm, prompts)
+    times: dict[str, list[float]] = {name: [] for name in engines}
+    for _ in tqdm(range(steps), desc=f"batch {batch}", leave=False):
+        for name, llm in engines.items():
+            begin = time.perf_counter()
+            llm.engine.step()
+            times[name].append(time.perf_counter() - begin)
+    for llm in engines.values():
+        stop(llm)
+    return {name: statistics.median(values[3:]) * 1e3 for name, values in times.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--formats", default=",".join(FORMATS))
+    parser.add_argument("--folder", type=Path, default=Path("/tmp/switchyard-bench-moe"))
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    folder = build_moe(args.folder)
+    engines = {name: engine_for(folder, name) for name in args.formats.split(",")}
+    results: dict[str, Any] = {
+        "shape": MOE_SHAPE,
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "weights_MiB": {name: llm.engine.kv_budget.weights_bytes / 2**20 for name, llm in engines.items()},
+        "ms_per_step": {f"batch {batch}": timed_steps(engines, batch, args.steps) for batch in (1, 8)},
+    }
+    base = "bf16" if "bf16" in engines else next(iter(engines))
+    print(f"{'format':<10} {'weights MiB':>12} {'batch 1 ms':>11} {'batch 8 ms':>11}  (x vs {base}: bytes, b1, b8)")
+    for name in engines:
+        weights, b1, b8 = (
+            results["weights_MiB"][name],
+            results["ms_per_step"]["batch 1"][name],
+            results["ms_per_step"]["batch 8"][name],
+        )
+        ratios = (
+            results["weights_MiB"][base] / weights,
+            results["ms_per_step"]["batch 1"][base] / b1,
+            results["ms_per_step"]["batch 8"][base] / b8,
+        )
+        print(f"{name:<10} {weights:>12.1f} {b1:>11.2f} {b8:>11.2f}  " + " ".join(f"{r:.2f}x" for r in ratios))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
