@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from shapes import QWEN25_05B, add_tokenizer, build_qwen2
+from shapes import QWEN3_MOE_SMALL, QWEN25_05B, add_tokenizer, build_qwen2, build_qwen3_moe
 
 CACHE = Path(__file__).parent / ".llamacpp"
 PAIRS = {"bf16": (None, "bf16"), "int8": ("int8", "q8_0"), "int4": ("int4", "q4_0")}
@@ -301,6 +301,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/switchyard-bench"))
     parser.add_argument("--vocab-size", type=int, default=8192)
+    parser.add_argument(
+        "--shape",
+        choices=("qwen25_05b", "qwen3_moe_small"),
+        default="qwen25_05b",
+        help="the random model: Qwen2.5-0.5B's body, or a small Qwen3-MoE (shapes.QWEN3_MOE_SMALL)",
+    )
     parser.add_argument("--pairs", default="bf16,int8,int4")
     parser.add_argument("--threads", type=int, default=2, help="compute threads of each server")
     parser.add_argument("--jobs", type=int, default=2, help="parallel compile jobs for the llama.cpp build")
@@ -331,10 +337,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("cmake is needed to build llama.cpp")
 
     CACHE.mkdir(exist_ok=True)
-    shape = {**QWEN25_05B, "vocab_size": args.vocab_size}
-    model = add_tokenizer(
-        build_qwen2(args.workdir / f"qwen2.5-0.5b-shape-v{args.vocab_size}", shape), args.vocab_size
-    )
+    if args.shape == "qwen3_moe_small":
+        shape = {**QWEN3_MOE_SMALL, "vocab_size": args.vocab_size}
+        folder = build_qwen3_moe(args.workdir / f"qwen3-moe-small-v{args.vocab_size}", shape)
+    else:
+        shape = {**QWEN25_05B, "vocab_size": args.vocab_size}
+        folder = build_qwen2(args.workdir / f"qwen2.5-0.5b-shape-v{args.vocab_size}", shape)
+    model = add_tokenizer(folder, args.vocab_size)
     binaries = build_llama(CACHE, args.jobs, args.no_amx)
     ggufs = convert(CACHE, model, binaries)
     if args.build_only:
@@ -342,6 +351,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     results: dict[str, object] = {
+        "shape": args.shape,
         "threads": args.threads,
         "max_num_seqs": args.max_num_seqs,
         "llama_cpp_build": "avx512-no-amx" if args.no_amx else "native",

@@ -1,9 +1,10 @@
 """Quantized experts in a mixture (issue 51): weight bytes and decode step time, bf16 against each scheme.
 
-A random Qwen3-MoE model (the shape below: 32 experts of width 512, 4 per token, 8 layers) is served by one
-`LLM` per format in this process. Before this change `--quantization` left the routed experts in bf16 and
-quantized only attention (and a shared expert); the format `NAME-attn` reproduces that (experts kept stacked in
-bf16), so the before and after are measured in the same run. Decode steps are timed interleaved across the
+A random Qwen3-MoE model (`shapes.QWEN3_MOE_SMALL`: 32 experts of width 512, 4 per token, 8 layers) is served
+by one `LLM` per format in this process. Two befores are reproduced so that they are measured in the same run:
+`NAME-attn`, where `--quantization` left the routed experts in bf16 and quantized only attention (and a shared
+expert); and `NAME-ops`, the decode step operator by operator, as mixtures ran before the native decode step
+(models/native_decode.py) took them. Decode steps are timed interleaved across the
 engines (one step of each in turn), at batch 1 and at batch 8, after each engine's requests have finished their
 prefill; medians are what to read. Weight bytes are what the engine's KV budget counts.
 Usage: python benchmarks/moe_quantized_decode.py [--formats bf16,int8-attn,int8,int4-attn,int4] [--json FILE]
@@ -20,49 +21,27 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import transformers
 from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).parent))
-from shapes import random_ids
+from shapes import QWEN3_MOE_SMALL, build_qwen3_moe, random_ids
 
 from switchyard import LLM, SamplingParams
 from switchyard.models.quantization import apply
 
-MOE_SHAPE = dict(
-    vocab_size=8192,
-    hidden_size=1024,
-    intermediate_size=2816,
-    moe_intermediate_size=512,
-    num_experts=32,
-    num_experts_per_tok=4,
-    norm_topk_prob=True,
-    num_hidden_layers=8,
-    num_attention_heads=16,
-    num_key_value_heads=4,
-    head_dim=64,
-    max_position_embeddings=4096,
-    tie_word_embeddings=True,
-)
-FORMATS = ("bf16", "int8-attn", "int8", "int4-attn", "int4")
-
-
-def build_moe(folder: Path) -> Path:
-    if (folder / "config.json").is_file():
-        return folder
-    config = transformers.Qwen3MoeConfig(**MOE_SHAPE)
-    torch.manual_seed(0)
-    transformers.Qwen3MoeForCausalLM(config).to(torch.bfloat16).save_pretrained(folder, safe_serialization=True)
-    return folder
+FORMATS = ("bf16-ops", "bf16", "int8-attn", "int8-ops", "int8", "int4-attn", "int4-ops", "int4")
+"""NAME-attn: experts left in bf16 (the behaviour before quantized experts); NAME-ops: the decode step operator
+by operator (`model.native_decode = False`), the behaviour before the native step took mixtures."""
 
 
 def engine_for(folder: Path, name: str) -> LLM:
-    method = None if name == "bf16" else name.removesuffix("-attn")
+    base = name.removesuffix("-attn").removesuffix("-ops")
+    method = None if base == "bf16" else base
     keep = apply._quantized_experts
     if name.endswith("-attn"):  # the behaviour before: experts stay stacked in dtype
         apply._quantized_experts = lambda *_: None  # type: ignore[assignment]
     try:
-        return LLM(
+        llm = LLM(
             str(folder),
             dtype="bfloat16",
             skip_tokenizer=True,
@@ -73,6 +52,8 @@ def engine_for(folder: Path, name: str) -> LLM:
         )
     finally:
         apply._quantized_experts = keep  # type: ignore[assignment]
+    llm.engine.model.native_decode = not name.endswith("-ops")
+    return llm
 
 
 def start(llm: LLM, prompts: list[list[int]]) -> None:
@@ -94,7 +75,7 @@ def stop(llm: LLM) -> None:
 
 
 def timed_steps(engines: dict[str, LLM], batch: int, steps: int) -> dict[str, float]:
-    prompts = random_ids(batch, 128, seed=batch, vocab_size=MOE_SHAPE["vocab_size"])
+    prompts = random_ids(batch, 128, seed=batch, vocab_size=QWEN3_MOE_SMALL["vocab_size"])
     for llm in engines.values():
         start(llm, prompts)
     times: dict[str, list[float]] = {name: [] for name in engines}
@@ -117,17 +98,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    folder = build_moe(args.folder)
+    folder = build_qwen3_moe(args.folder, QWEN3_MOE_SMALL)
     engines = {name: engine_for(folder, name) for name in args.formats.split(",")}
     results: dict[str, Any] = {
-        "shape": MOE_SHAPE,
+        "shape": QWEN3_MOE_SMALL,
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
         "weights_MiB": {name: llm.engine.kv_budget.weights_bytes / 2**20 for name, llm in engines.items()},
         "ms_per_step": {f"batch {batch}": timed_steps(engines, batch, args.steps) for batch in (1, 8)},
     }
     base = "bf16" if "bf16" in engines else next(iter(engines))
-    print(f"{'format':<10} {'weights MiB':>12} {'batch 1 ms':>11} {'batch 8 ms':>11}  (x vs {base}: bytes, b1, b8)")
+    print(
+        f"{'format':<10} {'weights MiB':>12} {'batch 1 ms':>11} {'batch 8 ms':>11}  (x vs {base}: bytes, b1, b8)"
+    )
     for name in engines:
         weights, b1, b8 = (
             results["weights_MiB"][name],
@@ -139,7 +122,9 @@ def main(argv: list[str] | None = None) -> int:
             results["ms_per_step"]["batch 1"][base] / b1,
             results["ms_per_step"]["batch 8"][base] / b8,
         )
-        print(f"{name:<10} {weights:>12.1f} {b1:>11.2f} {b8:>11.2f}  " + " ".join(f"{r:.2f}x" for r in ratios))
+        print(
+            f"{name:<10} {weights:>12.1f} {b1:>11.2f} {b8:>11.2f}  " + " ".join(f"{r:.2f}x" for r in ratios)
+        )
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
     return 0

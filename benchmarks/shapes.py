@@ -42,6 +42,24 @@ TINY = dict(
 )
 
 
+QWEN3_MOE_SMALL = dict(
+    vocab_size=8192,
+    hidden_size=1024,
+    intermediate_size=2816,
+    moe_intermediate_size=512,
+    num_experts=32,
+    num_experts_per_tok=4,
+    norm_topk_prob=True,
+    num_hidden_layers=8,
+    num_attention_heads=16,
+    num_key_value_heads=4,
+    head_dim=64,
+    max_position_embeddings=4096,
+    tie_word_embeddings=True,
+)
+"""A small Qwen3-MoE: 32 experts of width 512, 4 per token, q/k norms; 0.43B parameters, 0.12B active."""
+
+
 def random_ids(count: int, length: int, seed: int, vocab_size: int = SMALL["vocab_size"]) -> list[list[int]]:
     """Seeded random prompts, clear of the vocabulary's first and last 100 ids (special tokens live there)."""
     generator = torch.Generator().manual_seed(seed)
@@ -57,6 +75,16 @@ def build_qwen2(folder: Path, shape: dict, dtype: torch.dtype = torch.bfloat16, 
     with torch.device("cpu"):
         model = transformers.Qwen2ForCausalLM(config).to(dtype)
     # Random init has std 0.02 everywhere; this keeps activations in a realistic range without training.
+    model.save_pretrained(folder, safe_serialization=True)
+    return folder
+
+
+def build_qwen3_moe(folder: Path, shape: dict, dtype: torch.dtype = torch.bfloat16, seed: int = 0) -> Path:
+    """Save a random Qwen3-MoE model of `shape` to folder (reused when already there)."""
+    if (folder / "config.json").is_file():
+        return folder
+    torch.manual_seed(seed)
+    model = transformers.Qwen3MoeForCausalLM(transformers.Qwen3MoeConfig(**shape)).to(dtype)
     model.save_pretrained(folder, safe_serialization=True)
     return folder
 

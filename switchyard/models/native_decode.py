@@ -5,10 +5,12 @@ operators with the Python between them cost about half a millisecond a layer: 12
 (benchmarks/decode_breakdown.py). The C side runs the same products back to back with the glue (norms, rotary
 embedding, KV write, paged attention, SwiGLU, residual adds) in between, rounding where PyTorch rounds.
 
-It applies to dense Llama-family layers (no expert mixture, no q/k norm, no sliding window) on the CPU with
-bf16 activations and a bf16 KV cache, whose projections are all native-kernel layers (bf16 with
-`--max-num-seqs` <= 8, int8, w8a8 or int4), and to pure decode steps of up to `skinny_matmul.MAX_ROWS`
-sequences. Everything else, and any step the native call declines, takes the operator-by-operator path.
+It applies to Llama-family layers, dense or expert mixtures (Mixtral, Qwen2-MoE, Qwen3-MoE), with or without
+q/k norms, without sliding windows, on the CPU with bf16 activations and a bf16 KV cache, whose projections are
+all native-kernel layers (bf16 with `--max-num-seqs` <= 8, int8, w8a8 or int4; a mixture's stacked bf16 experts
+and its routers always are), and to pure decode steps of up to `skinny_matmul.MAX_ROWS` sequences. Everything
+else, and any step the native call declines, takes the operator-by-operator path. The two paths agree to
+rounding; over several rows a q/k norm differs by one bf16 rounding, since PyTorch's norm rounds twice there.
 """
 
 from __future__ import annotations
@@ -23,12 +25,15 @@ from switchyard.models.attention import AttentionMetadata
 from switchyard.models.cpu_kernels import skinny_matmul
 from switchyard.models.cpu_kernels.native_library import NativeKernels, native_kernels
 from switchyard.models.cpu_kernels.skinny_matmul import NativeProjection
+from switchyard.models.moe import SparseMoeBlock
 
 logger = logging.getLogger(__name__)
 
 _KINDS = {"bf16": 0, "int8": 1, "int4": 2}
 _MAX_HEAD_DIM = 128
 _MAX_GROUP = 16
+_MAX_TOP_K = 16
+_BF16_K_MULTIPLE = 32
 _NORM_DTYPES = (torch.bfloat16, torch.float32)
 
 
@@ -45,14 +50,35 @@ class _Projection(ctypes.Structure):
     ]
 
 
+class _Mixture(ctypes.Structure):
+    _fields_ = [
+        ("experts", ctypes.c_int64),
+        ("top_k", ctypes.c_int64),
+        ("normalize", ctypes.c_int64),
+        ("inner", ctypes.c_int64),
+        ("router", _Projection),
+        ("gate_up", ctypes.c_void_p),
+        ("down", ctypes.c_void_p),
+        ("shared_inner", ctypes.c_int64),
+        ("shared_gate_up", _Projection),
+        ("shared_down", _Projection),
+        ("shared_gate", _Projection),
+        ("routed_tokens", ctypes.c_void_p),
+    ]
+
+
 class _Layer(ctypes.Structure):
     _fields_ = [
         ("input_norm", ctypes.c_void_p),
         ("post_norm", ctypes.c_void_p),
+        ("q_norm", ctypes.c_void_p),
+        ("k_norm", ctypes.c_void_p),
         ("qkv", _Projection),
         ("o", _Projection),
         ("gate_up", _Projection),
         ("down", _Projection),
+        ("inner", ctypes.c_int64),
+        ("moe", ctypes.c_void_p),
         ("k_cache", ctypes.c_void_p),
         ("v_cache", ctypes.c_void_p),
     ]
@@ -65,7 +91,6 @@ class _Batch(ctypes.Structure):
         ("heads", ctypes.c_int64),
         ("kv_heads", ctypes.c_int64),
         ("head_dim", ctypes.c_int64),
-        ("intermediate", ctypes.c_int64),
         ("block_size", ctypes.c_int64),
         ("table_width", ctypes.c_int64),
         ("block_tables", ctypes.c_void_p),
@@ -96,16 +121,89 @@ def _projection(module: nn.Module, in_features: int) -> _Projection | None:
     )
 
 
+def _stacked_experts(stack: torch.Tensor) -> ctypes.Array[_Projection] | None:
+    """Each expert's slice of a stacked bf16 [experts, out, in] weight as a bf16 projection (the plain layout
+    the native bf16 kernel reads), or None where the kernel cannot take it."""
+    experts, out_features, in_features = stack.shape
+    if stack.dtype != torch.bfloat16 or not stack.is_contiguous() or in_features % _BF16_K_MULTIPLE:
+        return None
+    stride = out_features * in_features * stack.element_size()
+    base = stack.data_ptr()
+    return (_Projection * experts)(
+        *(
+            _Projection(_KINDS["bf16"], out_features, in_features, 0, base + e * stride)
+            for e in range(experts)
+        )
+    )
+
+
+def _quantized_experts(layers: nn.ModuleList, in_features: int) -> ctypes.Array[_Projection] | None:
+    found = [_projection(layer, in_features) for layer in layers]
+    if any(projection is None for projection in found):
+        return None
+    return (_Projection * len(found))(*found)
+
+
+def _mixture(block: SparseMoeBlock, hidden: int, keep: list[object]) -> _Mixture | None:
+    """The block as the C side's mixture, or None where a part has no native layout. Arrays the struct points
+    into are appended to `keep`, which must outlive it."""
+    moe = block.moe
+    router = _projection(block.gate, hidden)
+    if router is None or moe.top_k > _MAX_TOP_K or moe.top_k > moe.num_experts:
+        return None
+    quantized = block.quantized_experts
+    if quantized is not None:
+        gate_up = _quantized_experts(quantized.gate_up, hidden)  # type: ignore[arg-type]
+        down = _quantized_experts(quantized.down, moe.expert_intermediate_size)  # type: ignore[arg-type]
+    elif block.experts_gate_up is not None and block.experts_down is not None:
+        gate_up, down = _stacked_experts(block.experts_gate_up), _stacked_experts(block.experts_down)
+    else:
+        return None
+    if gate_up is None or down is None:
+        return None
+    mixture = _Mixture(
+        experts=moe.num_experts,
+        top_k=moe.top_k,
+        normalize=int(moe.normalize_topk),
+        inner=moe.expert_intermediate_size,
+        router=router,
+        gate_up=ctypes.addressof(gate_up),
+        down=ctypes.addressof(down),
+        routed_tokens=block.routed_tokens.data_ptr(),
+    )
+    if block.shared_expert is not None and block.shared_expert_gate is not None:
+        shared = block.shared_expert
+        parts = (
+            _projection(shared.gate_up_proj, hidden),
+            _projection(shared.down_proj, shared.intermediate_size),
+            _projection(block.shared_expert_gate, hidden),
+        )
+        if any(part is None for part in parts):
+            return None
+        mixture.shared_inner = shared.intermediate_size
+        mixture.shared_gate_up, mixture.shared_down, mixture.shared_gate = parts
+    keep += [gate_up, down, mixture]
+    return mixture
+
+
 class NativeDecoder:
     """The decoder layers of one model as `sy_decode_layers` calls. Holds raw pointers into the modules'
     weights (which the model keeps alive and never moves after load) and into the KV caches, re-read whenever
     the caches change."""
 
     def __init__(
-        self, kernels: NativeKernels, layers: list[_Layer], shape: dict[str, int], eps: float, norm_bf16: bool
+        self,
+        kernels: NativeKernels,
+        layers: list[_Layer],
+        shape: dict[str, int],
+        eps: float,
+        norm_bf16: bool,
+        keep: list[object],
     ) -> None:
-        """`layers`: each decoder layer's norms and projections (KV-cache pointers are filled per step)."""
+        """`layers`: each decoder layer's norms and projections (KV-cache pointers are filled per step);
+        `keep`: the arrays and structs the layers point into (a mixture's experts)."""
         self._kernels = kernels
+        self._keep = keep
         self._array = (_Layer * len(layers))(*layers)
         self._kv_shape = (shape["kv_heads"], shape["head_dim"])
         self._cache_key: tuple[int, ...] = ()
@@ -115,7 +213,6 @@ class NativeDecoder:
         batch.heads = shape["heads"]
         batch.kv_heads = shape["kv_heads"]
         batch.head_dim = shape["head_dim"]
-        batch.intermediate = shape["intermediate"]
         batch.norm_bf16 = int(norm_bf16)
         batch.eps = eps
         batch.scale = shape["head_dim"] ** -0.5
@@ -134,8 +231,8 @@ class NativeDecoder:
         why = None
         if kernels is None:
             why = "no native kernels"
-        elif config.moe is not None or config.qk_norm or config.sliding_window or config.layer_windows:
-            why = "an expert mixture, q/k norms or a sliding window"
+        elif config.sliding_window or config.layer_windows:
+            why = "a sliding window"
         elif model.model.embed_tokens.weight.dtype != torch.bfloat16:
             why = "activations are not bf16"
         elif model.model.embed_tokens.weight.device.type != "cpu":
@@ -153,46 +250,59 @@ class NativeDecoder:
         assert kernels is not None
         hidden = config.hidden_size
         layers: list[_Layer] = []
+        keep: list[object] = []
         norm_dtypes = set()
         for layer in model.model.layers:
             attention, mlp = layer.self_attn, layer.mlp
-            if not isinstance(attention, Attention) or not isinstance(mlp, DenseMLP):
-                # an expert mixture, or blocks wrapped for tensor parallelism (their outputs all-reduced)
-                logger.debug("native decode step off: a layer that is not plain attention and a dense MLP")
+            if not isinstance(attention, Attention) or not isinstance(mlp, DenseMLP | SparseMoeBlock):
+                # blocks wrapped for tensor parallelism (their outputs all-reduced)
+                logger.debug("native decode step off: a layer that is not plain attention and feed-forward")
                 return None
-            if not isinstance(layer.input_layernorm, RMSNorm) or not isinstance(
-                layer.post_attention_layernorm, RMSNorm
-            ):
+            norm_modules = [layer.input_layernorm, layer.post_attention_layernorm]
+            if attention.q_norm is not None and attention.k_norm is not None:
+                norm_modules += [attention.q_norm, attention.k_norm]
+            if not all(isinstance(norm, RMSNorm) for norm in norm_modules):
                 logger.debug("native decode step off: norms of another kind")
                 return None
-            projections = [
+            norms = [norm.weight for norm in norm_modules]
+            norm_dtypes |= {weight.dtype for weight in norms}
+            entry = _Layer(
+                input_norm=norms[0].data_ptr(),
+                post_norm=norms[1].data_ptr(),
+                q_norm=norms[2].data_ptr() if len(norms) > 2 else None,
+                k_norm=norms[3].data_ptr() if len(norms) > 2 else None,
+            )
+            attention_parts = (
                 _projection(attention.qkv_proj, hidden),
                 _projection(attention.o_proj, config.q_size),
-                _projection(mlp.gate_up_proj, hidden),
-                _projection(mlp.down_proj, mlp.intermediate_size),
-            ]
-            if any(found is None for found in projections):
+            )
+            if isinstance(mlp, DenseMLP):
+                feed_forward = (
+                    _projection(mlp.gate_up_proj, hidden),
+                    _projection(mlp.down_proj, mlp.intermediate_size),
+                )
+                entry.inner = mlp.intermediate_size
+            else:
+                mixture = _mixture(mlp, hidden, keep)
+                feed_forward = (_Projection(), _Projection()) if mixture is not None else (None, None)
+                entry.moe = ctypes.addressof(mixture) if mixture is not None else None
+            parts = (*attention_parts, *feed_forward)
+            if any(found is None for found in parts):
                 logger.debug("native decode step off: a projection without a native kernel layout")
                 return None
-            norms = (layer.input_layernorm.weight, layer.post_attention_layernorm.weight)
-            norm_dtypes |= {weight.dtype for weight in norms}
-            layers.append(_Layer(norms[0].data_ptr(), norms[1].data_ptr(), *projections))
+            entry.qkv, entry.o, entry.gate_up, entry.down = parts
+            layers.append(entry)
         if len(norm_dtypes) != 1 or not norm_dtypes <= set(_NORM_DTYPES):
             logger.debug("native decode step off: norm weights of mixed or unsupported dtypes")
-            return None
-        intermediate = {layer.mlp.intermediate_size for layer in model.model.layers}
-        if len(intermediate) != 1:
-            logger.debug("native decode step off: layers of different widths")
             return None
         shape = {
             "hidden": hidden,
             "heads": config.num_attention_heads,
             "kv_heads": config.num_key_value_heads,
             "head_dim": config.head_dim,
-            "intermediate": intermediate.pop(),
         }
         norm_bf16 = norm_dtypes.pop() == torch.bfloat16
-        return cls(kernels, layers, shape, config.rms_norm_eps, norm_bf16)
+        return cls(kernels, layers, shape, config.rms_norm_eps, norm_bf16, keep)
 
     def accepts(
         self,

@@ -21,6 +21,9 @@ logger = logging.getLogger(__name__)
 
 PACKABLE_DTYPES = (torch.float32, torch.bfloat16)
 _PACKED_MODULES = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj", "lm_head")
+_ROUTER_MODULES = ("gate", "shared_expert_gate")
+"""A mixture's routers: a few rows of output each, so the native bf16 kernel serves them at any batch (its
+`F.linear` fallback is cheap at this size), and the native decode step and the operator path route alike."""
 
 
 def can_pack(device: torch.device, dtype: torch.dtype) -> bool:
@@ -64,13 +67,21 @@ def pack_linear_layers(model: nn.Module, every_linear: bool = False, max_rows: i
     double the weights' memory. So a latency-tuned engine (`--max-num-seqs 8` or fewer) gets the native
     kernel and a batch-serving one keeps the packed weights.
 
-    A tied LM head gets a packed copy of its weight, since the embedding lookup needs the plain layout.
+    A tied LM head gets a packed copy of its weight, since the embedding lookup needs the plain layout. A
+    mixture's routers become NativeBf16Linear whatever `max_rows` (`_ROUTER_MODULES`), else stay as they are.
     """
-    targets = [
-        (name, module)
-        for name, module in model.named_modules()
-        if isinstance(module, nn.Linear) and (every_linear or name.rsplit(".", 1)[-1] in _PACKED_MODULES)
-    ]
+    targets, routers = [], []
+    for name, module in model.named_modules():
+        if isinstance(module, nn.Linear):
+            short = name.rsplit(".", 1)[-1]
+            if short in _ROUTER_MODULES and not every_linear:
+                routers.append((name, module))
+            elif every_linear or short in _PACKED_MODULES:
+                targets.append((name, module))
+    for name, module in routers:
+        if can_use_native_bf16(module):
+            parent_name, _, attr = name.rpartition(".")
+            setattr(model.get_submodule(parent_name), attr, NativeBf16Linear(module))
     native = max_rows is not None and max_rows <= skinny_matmul.MAX_ROWS
     kinds = {"packed": 0, "native": 0}
     for name, module in targets:

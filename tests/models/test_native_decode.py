@@ -25,6 +25,15 @@ SHAPE: dict[str, Any] = dict(
 )
 
 
+# Mixtures with expert widths of whole 128-input blocks (int4's group), Qwen2-MoE with its shared expert.
+MIXTURES: dict[str, dict[str, Any]] = {
+    "qwen3_moe": dict(moe_intermediate_size=128, head_dim=32),  # q/k norms too
+    "qwen2_moe": dict(moe_intermediate_size=128, shared_expert_intermediate_size=256),
+    "mixtral": dict(intermediate_size=128),
+    "qwen3": dict(head_dim=32),  # dense, with q/k norms
+}
+
+
 def _engine(folder: Path, quantization: str | None, max_num_seqs: int = 8, **extra: Any) -> LLMEngine:
     return LLMEngine(
         EngineConfig(
@@ -71,9 +80,12 @@ def _next_forward_inputs(engine: LLMEngine) -> tuple[Any, ...]:
     return captured[0]
 
 
-def _both_paths(model: LlamaForCausalLM, inputs: tuple[Any, ...]) -> dict[bool, tuple[torch.Tensor, list]]:
+def _both_paths(
+    model: LlamaForCausalLM, inputs: tuple[Any, ...], routed: dict[bool, torch.Tensor] | None = None
+) -> dict[bool, tuple[torch.Tensor, list]]:
     """The forward's output and the KV caches it leaves, with the native step and without; each from the same
-    caches (the step rewrites this step's slots only)."""
+    caches (the step rewrites this step's slots only). `routed` receives, per path, the rows each mixture
+    layer's router sent to each expert in that forward."""
     input_ids, positions, kv_caches, metadata = inputs
     before = [(k.clone(), v.clone()) for k, v in kv_caches]
     results = {}
@@ -82,7 +94,10 @@ def _both_paths(model: LlamaForCausalLM, inputs: tuple[Any, ...]) -> dict[bool, 
             k.copy_(k0)
             v.copy_(v0)
         model.native_decode = native
+        counted = model.routed_tokens()
         hidden = model(input_ids, positions, kv_caches, metadata)
+        if routed is not None and counted is not None:
+            routed[native] = model.routed_tokens() - counted
         results[native] = (hidden, [(k.clone(), v.clone()) for k, v in kv_caches])
     model.native_decode = True
     return results
@@ -116,10 +131,57 @@ def test_the_native_step_matches_the_operators(
 
 
 @needs_kernels
-def test_greedy_tokens_are_those_of_the_operator_path(tmp_path: Path) -> None:
+@pytest.mark.parametrize("quantization", [None, "int8", "int4"])
+@pytest.mark.parametrize("arch", list(MIXTURES))
+def test_mixtures_and_qk_norms_match_the_operators(
+    tmp_path: Path, arch: str, quantization: str | None
+) -> None:
+    """Expert mixtures (stacked bf16 experts, or one int8 / int4 layer per expert), their shared expert, and
+    q/k norms, in the one native call: the same experts chosen for every row, the same counters, and hidden
+    states and caches equal up to rounding."""
+    build_hf_model(arch, tmp_path, seed=3, **{**SHAPE, **MIXTURES[arch]}).to(torch.bfloat16).save_pretrained(
+        tmp_path
+    )
+    engine = _engine(tmp_path, quantization)
+    _decoding(engine, [[(7 * i + n) % 300 + 1 for i in range(n)] for n in (5, 70, 19)])
+    inputs = _next_forward_inputs(engine)
+    decoder = engine.model._decoder()
+    assert decoder is not None
+    assert decoder.accepts(engine.model.model.embed_tokens(inputs[0]), inputs[2], inputs[3])
+    routed: dict[bool, torch.Tensor] = {}
+    results = _both_paths(engine.model, inputs, routed)
+    (want, want_caches), (got, got_caches) = results[False], results[True]
+    if arch != "qwen3":  # 3 rows x top-2 experts in each of 2 layers, the same experts on both paths
+        assert torch.equal(routed[True], routed[False]) and int(routed[True].sum()) == 2 * 3 * 2
+    if arch in ("qwen2_moe", "mixtral"):  # no q/k norms: the first layer's keys and values bit for bit
+        assert torch.equal(want_caches[0][0], got_caches[0][0])
+    # with q/k norms over several rows, PyTorch's norm rounds twice where the native one rounds once
+    for (want_k, want_v), (got_k, got_v) in zip(want_caches, got_caches, strict=True):
+        assert _relative_error(got_k, want_k) < 2e-2 and _relative_error(got_v, want_v) < 2e-2
+    assert _relative_error(got, want) < 2e-2  # a wrong expert, weight or head is O(1)
+
+
+@needs_kernels
+def test_a_single_row_with_qk_norms_writes_the_operators_keys_exactly(tmp_path: Path) -> None:
+    """One row: the operator path's q/k norm is the native one too, so the first layer's cache is bit-exact."""
+    build_hf_model("qwen3_moe", tmp_path, seed=8, **{**SHAPE, **MIXTURES["qwen3_moe"]}).to(
+        torch.bfloat16
+    ).save_pretrained(tmp_path)
+    engine = _engine(tmp_path, "int8")
+    _decoding(engine, [list(range(1, 41))])
+    results = _both_paths(engine.model, _next_forward_inputs(engine))
+    assert torch.equal(results[False][1][0][0], results[True][1][0][0])
+    assert _relative_error(results[True][0], results[False][0]) < 2e-2
+
+
+@needs_kernels
+@pytest.mark.parametrize("arch", ["qwen2", "mixtral"])
+def test_greedy_tokens_are_those_of_the_operator_path(tmp_path: Path, arch: str) -> None:
     """A whole generation, native step on and off: the same tokens (a random model's logits are close calls, so
-    a handful of steps, several sequences at once)."""
-    build_hf_model("qwen2", tmp_path, seed=4, **SHAPE).to(torch.bfloat16).save_pretrained(tmp_path)
+    a handful of steps, several sequences at once). The mixture's experts and routers run the same products
+    on both paths."""
+    shape = {**SHAPE, **MIXTURES.get(arch, {})}
+    build_hf_model(arch, tmp_path, seed=4, **shape).to(torch.bfloat16).save_pretrained(tmp_path)
     engine = _engine(tmp_path, "int8")
     tokens: dict[bool, dict[str, list[int]]] = {}
     for native in (False, True):
@@ -162,11 +224,11 @@ def test_steps_it_does_not_take_go_through_the_operators(tmp_path: Path) -> None
 @pytest.mark.parametrize(
     ("arch", "overrides", "engine_options"),
     [
-        ("qwen3", {"head_dim": 32}, {}),  # q/k norms
         ("mistral", {"sliding_window": 16}, {}),
         ("qwen2", {}, {"max_num_seqs": 64}),  # bf16 on oneDNN's packed weights: no native layout
+        ("qwen2_moe", MIXTURES["qwen2_moe"], {"max_num_seqs": 64}),  # the same for attention, shared expert
     ],
-    ids=["qk-norm", "sliding-window", "packed-bf16"],
+    ids=["sliding-window", "packed-bf16", "packed-bf16-mixture"],
 )
 def test_models_it_does_not_take_keep_the_operators(
     tmp_path: Path, arch: str, overrides: dict[str, Any], engine_options: dict[str, Any]

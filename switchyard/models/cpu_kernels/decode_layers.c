@@ -1,6 +1,7 @@
 // A decode step's decoder layers in one foreign call: for a few rows (one token per decoding sequence), each
-// layer's norms, projections, rotary embedding, KV-cache write, paged attention, SwiGLU and residual adds, layer
-// after layer, with no Python between them.
+// layer's norms (q/k norms too, as Qwen3 has), projections, rotary embedding, KV-cache write, paged attention,
+// feed-forward (a SwiGLU, or an expert mixture's router, top-k experts and shared expert) and residual adds,
+// layer after layer, with no Python between them.
 //
 // Why: at batch 1 a Llama layer is ~100 PyTorch operators and five products; on two cores the operators and
 // their Python cost ~0.5 ms a layer, a quarter of a bf16 step and a third of an int8 one. The products are
@@ -10,7 +11,10 @@
 // here at the same point (projection outputs, the rotated q and k, x * cos before its fused add, the attention
 // output, silu(gate) before its product with up, each residual sum). Attention accumulates in float with an
 // exact (not online) softmax; as PyTorch's CPU attention kernel does, the exponentials are summed in float and
-// rounded to bf16 for the product with the values, and the sum divides the result.
+// rounded to bf16 for the product with the values, and the sum divides the result. A mixture follows moe.py:
+// router logits in bf16, softmax and top-k in float, weights rounded to bf16; each expert multiplies the rows
+// routed to it in row order, its output is scaled by the row's weight (rounded) and added into the row's sum
+// (rounded after each add) in expert order, then the shared expert's sigmoid-gated output is added.
 //
 // Layouts: activations bf16 [rows][features]; KV cache bf16 [blocks][block_size][kv_heads][head_dim]; query
 // head h reads KV head h / (heads / kv_heads); cos and the sign-folded sin [rows][head_dim] (rope.py's
@@ -45,16 +49,31 @@ typedef struct {
     const float *bias;   // float [n], or NULL
 } sy_projection;
 
+// An expert mixture's weights (moe.SparseMoeBlock): the router, each expert's projections, the shared expert.
+typedef struct {
+    int64_t experts, top_k, normalize, inner;  // routed experts, per token, weights renormalised, width
+    sy_projection router;                      // [experts][hidden]
+    const sy_projection *gate_up;              // per expert: [2 * inner][hidden]
+    const sy_projection *down;                 // per expert: [hidden][inner]
+    int64_t shared_inner;                      // the shared expert's width; 0 when there is none
+    sy_projection shared_gate_up, shared_down, shared_gate;
+    int64_t *routed_tokens;                    // [experts]: rows routed to each, added to
+} sy_moe;
+
 typedef struct {
     const void *input_norm;  // [hidden], bf16 or float (sy_decode_batch.norm_bf16)
     const void *post_norm;
-    sy_projection qkv, o, gate_up, down;
+    const void *q_norm;      // [head_dim], applied to every q head before the rotation; or NULL
+    const void *k_norm;      // [head_dim], the same for k heads; NULL when q_norm is
+    sy_projection qkv, o, gate_up, down;  // gate_up and down: the dense feed-forward (unused with moe)
+    int64_t inner;           // the dense feed-forward's width
+    const sy_moe *moe;       // NULL for a dense layer
     uint16_t *k_cache;
     uint16_t *v_cache;
 } sy_decoder_layer;
 
 typedef struct {
-    int64_t rows, hidden, heads, kv_heads, head_dim, intermediate;
+    int64_t rows, hidden, heads, kv_heads, head_dim;
     int64_t block_size, table_width;
     const int64_t *block_tables;  // [rows][table_width]
     const int64_t *context_lens;  // [rows], this step's token included
@@ -123,12 +142,17 @@ static void rotate(uint16_t *x, const uint16_t *cos, const uint16_t *sin, int64_
     }
 }
 
-// Rotates q and k of every row in `qkv` and stores k and v in the cache slots of this step.
+// Normalises (with q/k norms) and rotates q and k of every row in `qkv` and stores k and v in the cache slots
+// of this step.
 static void rotate_and_store(const sy_decode_batch *b, const sy_decoder_layer *layer, uint16_t *qkv) {
     const int64_t hd = b->head_dim, q_size = b->heads * hd, kv_size = b->kv_heads * hd;
     const int64_t width = q_size + 2 * kv_size;
     for (int64_t m = 0; m < b->rows; m++) {
         uint16_t *row = qkv + m * width;
+        if (layer->q_norm && layer->k_norm) {  // per head, in place (each row is read before it is written)
+            sy_rms_norm(row, 1, b->heads, hd, layer->q_norm, (int)b->norm_bf16, b->eps, row);
+            sy_rms_norm(row + q_size, 1, b->kv_heads, hd, layer->k_norm, (int)b->norm_bf16, b->eps, row + q_size);
+        }
         for (int64_t h = 0; h < b->heads + b->kv_heads; h++)
             rotate(row + h * hd, b->cos + m * hd, b->sin + m * hd, hd);
         const int64_t slot = b->slots[m];
@@ -249,24 +273,113 @@ static void silu_and_mul(const uint16_t *gate_up, int64_t rows, int64_t inner, u
     }
 }
 
+// Scratch for one mixture layer, sized for the widest in the model.
+typedef struct {
+    uint16_t *logits;   // [rows][experts]
+    uint16_t *rows_in;  // [rows][hidden], the rows routed to one expert
+    uint16_t *gate_up;  // [rows][2 * inner]
+    uint16_t *act;      // [rows][inner]
+    uint16_t *rows_out; // [rows][hidden]
+    uint16_t *gate;     // [rows][1], the shared expert's gate
+} sy_moe_scratch;
+
+// The mixture's output for `x` (the normed rows, bf16 [rows][hidden]) into `out`, as moe.py computes it.
+static int mixture(const sy_decode_batch *b, const sy_moe *moe, const uint16_t *x, uint16_t *out,
+                   const sy_moe_scratch *s) {
+    const int64_t rows = b->rows, hidden = b->hidden, experts = moe->experts, k = moe->top_k;
+    if (!project(&moe->router, x, rows, s->logits)) return 0;
+    int64_t chosen[8][16];
+    uint16_t weight[8][16];
+    for (int64_t m = 0; m < rows; m++) {
+        const uint16_t *logits = s->logits + m * experts;
+        float top = -INFINITY, total = 0.0f, picked[16], sum = 0.0f;
+        for (int64_t e = 0; e < experts; e++) top = fmaxf(top, bf16_to_f32(logits[e]));
+        for (int64_t e = 0; e < experts; e++) total += expf(bf16_to_f32(logits[e]) - top);
+        for (int64_t j = 0; j < k; j++) {  // the j-th largest logit; ties to the lower expert
+            int64_t best = -1;
+            for (int64_t e = 0; e < experts; e++) {
+                int taken = 0;
+                for (int64_t i = 0; i < j; i++) taken |= chosen[m][i] == e;
+                if (!taken && (best < 0 || bf16_to_f32(logits[e]) > bf16_to_f32(logits[best]))) best = e;
+            }
+            chosen[m][j] = best;
+            picked[j] = expf(bf16_to_f32(logits[best]) - top) / total;
+            sum += picked[j];
+        }
+        for (int64_t j = 0; j < k; j++) weight[m][j] = f32_to_bf16(moe->normalize ? picked[j] / sum : picked[j]);
+    }
+    for (int64_t i = 0; i < rows * hidden; i++) out[i] = 0;
+    for (int64_t e = 0; e < experts; e++) {
+        int64_t routed[8], slot[8], n = 0;
+        for (int64_t m = 0; m < rows; m++)
+            for (int64_t j = 0; j < k; j++)
+                if (chosen[m][j] == e) {
+                    routed[n] = m;
+                    slot[n++] = j;
+                }
+        if (!n) continue;
+        moe->routed_tokens[e] += n;
+        for (int64_t i = 0; i < n; i++) memcpy(s->rows_in + i * hidden, x + routed[i] * hidden, (size_t)hidden * 2);
+        if (!project(moe->gate_up + e, s->rows_in, n, s->gate_up)) return 0;
+        silu_and_mul(s->gate_up, n, moe->inner, s->act);
+        if (!project(moe->down + e, s->act, n, s->rows_out)) return 0;
+        for (int64_t i = 0; i < n; i++) {
+            const float w = bf16_to_f32(weight[routed[i]][slot[i]]);
+            uint16_t *sum_row = out + routed[i] * hidden;
+            const uint16_t *y = s->rows_out + i * hidden;
+            for (int64_t h = 0; h < hidden; h++)
+                sum_row[h] = f32_to_bf16(bf16_to_f32(sum_row[h]) + bf16_to_f32(f32_to_bf16(bf16_to_f32(y[h]) * w)));
+        }
+    }
+    if (moe->shared_inner) {
+        if (!project(&moe->shared_gate_up, x, rows, s->gate_up)) return 0;
+        silu_and_mul(s->gate_up, rows, moe->shared_inner, s->act);
+        if (!project(&moe->shared_down, s->act, rows, s->rows_out) || !project(&moe->shared_gate, x, rows, s->gate))
+            return 0;
+        for (int64_t m = 0; m < rows; m++) {
+            const float g = bf16_to_f32(f32_to_bf16(1.0f / (1.0f + expf(-bf16_to_f32(s->gate[m])))));
+            for (int64_t h = 0; h < hidden; h++) {
+                const float y = bf16_to_f32(f32_to_bf16(g * bf16_to_f32(s->rows_out[m * hidden + h])));
+                out[m * hidden + h] = f32_to_bf16(bf16_to_f32(out[m * hidden + h]) + y);
+            }
+        }
+    }
+    return 1;
+}
+
 // Runs `count` decoder layers over `hidden` [rows][hidden] (bf16, updated in place) and writes each layer's
 // keys and values for this step. Returns 0 (before any layer ran, in practice) when scratch memory could not
 // be had; the caller then takes the operator-by-operator path, which writes the same cache slots again.
 int sy_decode_layers(const sy_decoder_layer *layers, int64_t count, const sy_decode_batch *b, uint16_t *hidden) {
     const int64_t rows = b->rows, hd = b->head_dim;
-    if (b->heads % b->kv_heads || hd % 16 || hd > 128 || b->heads / b->kv_heads > 16) return 0;
+    if (b->heads % b->kv_heads || hd % 16 || hd > 128 || b->heads / b->kv_heads > 16 || rows > 8) return 0;
+    int64_t inner = 0, experts = 0;  // the widest feed-forward, and the most experts, of any layer
+    for (int64_t i = 0; i < count; i++) {
+        const sy_moe *moe = layers[i].moe;
+        if (!moe) {
+            inner = layers[i].inner > inner ? layers[i].inner : inner;
+            continue;
+        }
+        if (moe->top_k > 16 || moe->top_k > moe->experts) return 0;
+        inner = moe->inner > inner ? moe->inner : inner;
+        inner = moe->shared_inner > inner ? moe->shared_inner : inner;
+        experts = moe->experts > experts ? moe->experts : experts;
+    }
     const int64_t q_size = b->heads * hd, qkv_size = q_size + 2 * b->kv_heads * hd;
-    const int64_t sizes[6] = {b->hidden, qkv_size, q_size, b->hidden, 2 * b->intermediate, b->intermediate};
+    enum { PARTS = 10 };
+    const int64_t sizes[PARTS] = {
+        b->hidden, qkv_size, q_size, b->hidden, 2 * inner, inner, experts, b->hidden, b->hidden, 1,
+    };
     int64_t total = 0;
-    for (int i = 0; i < 6; i++) total += rows * sizes[i] + 32;
+    for (int i = 0; i < PARTS; i++) total += rows * sizes[i] + 32;
     uint16_t *memory = (uint16_t *)malloc((size_t)total * 2);
     if (!memory) return 0;
-    uint16_t *normed = memory;
-    uint16_t *qkv = normed + rows * sizes[0] + 32;
-    uint16_t *attention = qkv + rows * sizes[1] + 32;
-    uint16_t *projected = attention + rows * sizes[2] + 32;
-    uint16_t *gate_up = projected + rows * sizes[3] + 32;
-    uint16_t *act = gate_up + rows * sizes[4] + 32;
+    uint16_t *parts[PARTS];
+    parts[0] = memory;
+    for (int i = 1; i < PARTS; i++) parts[i] = parts[i - 1] + rows * sizes[i - 1] + 32;
+    uint16_t *normed = parts[0], *qkv = parts[1], *attention = parts[2], *projected = parts[3];
+    uint16_t *gate_up = parts[4], *act = parts[5];
+    const sy_moe_scratch scratch = {parts[6], parts[7], gate_up, act, parts[8], parts[9]};
     const int norm_bf16 = (int)b->norm_bf16;
     int ok = 1;
     for (int64_t i = 0; i < count && ok; i++) {
@@ -279,10 +392,14 @@ int sy_decode_layers(const sy_decoder_layer *layers, int64_t count, const sy_dec
         if (!ok) break;
         add_into(hidden, projected, rows * b->hidden);
         sy_rms_norm(hidden, 1, rows, b->hidden, layer->post_norm, norm_bf16, b->eps, normed);
-        ok = project(&layer->gate_up, normed, rows, gate_up);
-        if (!ok) break;
-        silu_and_mul(gate_up, rows, b->intermediate, act);
-        ok = project(&layer->down, act, rows, projected);
+        if (layer->moe) {
+            ok = mixture(b, layer->moe, normed, projected, &scratch);
+        } else {
+            ok = project(&layer->gate_up, normed, rows, gate_up);
+            if (!ok) break;
+            silu_and_mul(gate_up, rows, layer->inner, act);
+            ok = project(&layer->down, act, rows, projected);
+        }
         if (ok) add_into(hidden, projected, rows * b->hidden);
     }
     free(memory);
