@@ -34,7 +34,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from shapes import QWEN3_MOE_SMALL, QWEN25_05B, add_tokenizer, build_qwen2, build_qwen3_moe
+from shapes import (
+    QWEN3_06B,
+    QWEN3_MOE_SMALL,
+    QWEN25_05B,
+    add_tokenizer,
+    build_qwen2,
+    build_qwen3,
+    build_qwen3_moe,
+)
 
 CACHE = Path(__file__).parent / ".llamacpp"
 PAIRS = {"bf16": (None, "bf16"), "int8": ("int8", "q8_0"), "int4": ("int4", "q4_0")}
@@ -303,9 +311,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vocab-size", type=int, default=8192)
     parser.add_argument(
         "--shape",
-        choices=("qwen25_05b", "qwen3_moe_small"),
+        choices=("qwen25_05b", "qwen3_06b", "qwen3_moe_small"),
         default="qwen25_05b",
-        help="the random model: Qwen2.5-0.5B's body, or a small Qwen3-MoE (shapes.QWEN3_MOE_SMALL)",
+        help="the random model: Qwen2.5-0.5B's or Qwen3-0.6B's body, or a small Qwen3-MoE (shapes.py)",
     )
     parser.add_argument("--pairs", default="bf16,int8,int4")
     parser.add_argument("--threads", type=int, default=2, help="compute threads of each server")
@@ -340,6 +348,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.shape == "qwen3_moe_small":
         shape = {**QWEN3_MOE_SMALL, "vocab_size": args.vocab_size}
         folder = build_qwen3_moe(args.workdir / f"qwen3-moe-small-v{args.vocab_size}", shape)
+    elif args.shape == "qwen3_06b":
+        shape = {**QWEN3_06B, "vocab_size": args.vocab_size}
+        folder = build_qwen3(args.workdir / f"qwen3-0.6b-shape-v{args.vocab_size}", shape)
     else:
         shape = {**QWEN25_05B, "vocab_size": args.vocab_size}
         folder = build_qwen2(args.workdir / f"qwen2.5-0.5b-shape-v{args.vocab_size}", shape)

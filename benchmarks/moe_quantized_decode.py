@@ -7,7 +7,9 @@ expert); and `NAME-ops`, the decode step operator by operator, as mixtures ran b
 (models/native_decode.py) took them. Decode steps are timed interleaved across the
 engines (one step of each in turn), at batch 1 and at batch 8, after each engine's requests have finished their
 prefill; medians are what to read. Weight bytes are what the engine's KV budget counts.
-Usage: python benchmarks/moe_quantized_decode.py [--formats bf16,int8-attn,int8,int4-attn,int4] [--json FILE]
+`--shape qwen3_06b` runs the same comparison on a dense model with q/k norms (Qwen3-0.6B's body, vocab 8192),
+which the native decode step did not take before either; its formats have no `-attn` variant.
+Usage: python benchmarks/moe_quantized_decode.py [--shape qwen3_moe_small|qwen3_06b] [--formats ...] [--json FILE]
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import torch
 from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).parent))
-from shapes import QWEN3_MOE_SMALL, build_qwen3_moe, random_ids
+from shapes import QWEN3_06B, QWEN3_MOE_SMALL, build_qwen3, build_qwen3_moe, random_ids
 
 from switchyard import LLM, SamplingParams
 from switchyard.models.quantization import apply
@@ -48,7 +50,7 @@ def engine_for(folder: Path, name: str) -> LLM:
             quantization=method,
             max_model_len=2048,
             max_num_seqs=8,
-            kv_cache_memory=64 << 20,
+            kv_cache_memory=512 << 20,
         )
     finally:
         apply._quantized_experts = keep  # type: ignore[assignment]
@@ -56,10 +58,10 @@ def engine_for(folder: Path, name: str) -> LLM:
     return llm
 
 
-def start(llm: LLM, prompts: list[list[int]]) -> None:
+def start(llm: LLM, prompts: list[list[int]], steps: int) -> None:
     """Requests past their prefill, decoding for as long as they are stepped."""
     engine = llm.engine
-    params = SamplingParams(temperature=0, max_tokens=1800, ignore_eos=True)
+    params = SamplingParams(temperature=0, max_tokens=steps + 16, ignore_eos=True)
     for index, prompt in enumerate(prompts):
         engine.add_request(f"r{index}", prompt, params)
     while any(seq.in_prefill for seq in engine.scheduler.running) or engine.scheduler.num_waiting:
@@ -75,9 +77,9 @@ def stop(llm: LLM) -> None:
 
 
 def timed_steps(engines: dict[str, LLM], batch: int, steps: int) -> dict[str, float]:
-    prompts = random_ids(batch, 128, seed=batch, vocab_size=QWEN3_MOE_SMALL["vocab_size"])
+    prompts = random_ids(batch, 128, seed=batch, vocab_size=8192)
     for llm in engines.values():
-        start(llm, prompts)
+        start(llm, prompts, steps)
     times: dict[str, list[float]] = {name: [] for name in engines}
     for _ in tqdm(range(steps), desc=f"batch {batch}", leave=False):
         for name, llm in engines.items():
@@ -91,17 +93,27 @@ def timed_steps(engines: dict[str, LLM], batch: int, steps: int) -> dict[str, fl
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--formats", default=",".join(FORMATS))
-    parser.add_argument("--folder", type=Path, default=Path("/tmp/switchyard-bench-moe"))
+    parser.add_argument("--shape", choices=("qwen3_moe_small", "qwen3_06b"), default="qwen3_moe_small")
+    parser.add_argument("--formats", default=None, help="comma-separated; default: every format of the shape")
+    parser.add_argument("--workdir", type=Path, default=Path("/tmp/switchyard-bench"))
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    folder = build_qwen3_moe(args.folder, QWEN3_MOE_SMALL)
-    engines = {name: engine_for(folder, name) for name in args.formats.split(",")}
+    if args.shape == "qwen3_06b":
+        shape = {**QWEN3_06B, "vocab_size": 8192}
+        folder = build_qwen3(args.workdir / "qwen3-0.6b-shape-v8192", shape)
+        formats = [name for name in FORMATS if not name.endswith("-attn")]
+    else:
+        shape = QWEN3_MOE_SMALL
+        folder = build_qwen3_moe(args.workdir / "qwen3-moe-small-v8192", shape)
+        formats = list(FORMATS)
+    engines = {
+        name: engine_for(folder, name) for name in (args.formats.split(",") if args.formats else formats)
+    }
     results: dict[str, Any] = {
-        "shape": QWEN3_MOE_SMALL,
+        "shape": shape,
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
         "weights_MiB": {name: llm.engine.kv_budget.weights_bytes / 2**20 for name, llm in engines.items()},

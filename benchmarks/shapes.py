@@ -42,6 +42,20 @@ TINY = dict(
 )
 
 
+QWEN3_06B = dict(
+    vocab_size=151936,
+    hidden_size=1024,
+    intermediate_size=3072,
+    num_hidden_layers=28,
+    num_attention_heads=16,
+    num_key_value_heads=8,
+    head_dim=128,
+    max_position_embeddings=4096,
+    tie_word_embeddings=True,
+    rope_theta=1000000.0,
+)
+"""Qwen3-0.6B's body (q/k norms, head_dim 128)."""
+
 QWEN3_MOE_SMALL = dict(
     vocab_size=8192,
     hidden_size=1024,
@@ -85,6 +99,16 @@ def build_qwen3_moe(folder: Path, shape: dict, dtype: torch.dtype = torch.bfloat
         return folder
     torch.manual_seed(seed)
     model = transformers.Qwen3MoeForCausalLM(transformers.Qwen3MoeConfig(**shape)).to(dtype)
+    model.save_pretrained(folder, safe_serialization=True)
+    return folder
+
+
+def build_qwen3(folder: Path, shape: dict, dtype: torch.dtype = torch.bfloat16, seed: int = 0) -> Path:
+    """Save a random Qwen3 (dense) model of `shape` to folder (reused when already there)."""
+    if (folder / "config.json").is_file():
+        return folder
+    torch.manual_seed(seed)
+    model = transformers.Qwen3ForCausalLM(transformers.Qwen3Config(**shape)).to(dtype)
     model.save_pretrained(folder, safe_serialization=True)
     return folder
 
