@@ -5,9 +5,9 @@ A softmax router picks `top_k` experts per token. The experts' weights are stack
 one contiguous slice of rows: a single grouped matrix product on the CPU where the layout allows, else one
 product per expert that received tokens (`_grouped_mm_fits`). Nothing loops over tokens in Python.
 
-Expert parallelism (experts spread over devices, tokens exchanged all-to-all) would replace `_run_experts`:
-the sort by expert already gives each device its contiguous slice; it is out of scope while the engine runs
-one device.
+Tensor parallelism splits each expert's inner width over the ranks (tensor_parallel.py). Expert parallelism
+(whole experts spread over devices, tokens exchanged all-to-all) would replace `_run_experts`: the sort by
+expert already gives each device its contiguous slice; it is not implemented.
 """
 
 from __future__ import annotations

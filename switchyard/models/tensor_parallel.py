@@ -7,6 +7,11 @@ all-reduced). The embedding and the LM head are split by vocabulary: a rank look
 with the query heads that read them; with fewer KV heads than ranks, each rank keeps the one KV head its query
 heads share (replicated, as `switchyard plan` counts it).
 
+A mixture of experts splits each expert as a dense MLP is split (vLLM's tensor-parallel MoE): every rank holds
+every expert, with its slice of the expert's inner width (gate/up by output row, down by input column), and the
+shared expert likewise; the router is whole on every rank, so all ranks choose the same experts, and the block's
+partial sums are all-reduced once, as a dense MLP's are.
+
 int4 layers stay int4 on every rank: a pre-quantized checkpoint's grid is sliced with the weight (by output row
 for q/k/v and gate/up, by whole input groups for o and down), and `--quantization int4` quantizes each shard,
 whose groups are the unsplit model's. A split that would cut an int4 group in two is refused
@@ -42,20 +47,27 @@ class RankSlices:
     kv_heads: tuple[int, int]
     intermediate: tuple[int, int]
     vocab: tuple[int, int]
+    expert_inner: tuple[int, int] = (0, 0)
+    """Each routed expert's inner columns this rank holds (a mixture; (0, 0) for a dense model)."""
+    shared_inner: tuple[int, int] = (0, 0)
+    """The shared expert's inner columns this rank holds (Qwen2-MoE)."""
+
+
+def _split(size: int, rank: int, world_size: int) -> tuple[int, int]:
+    share = size // world_size
+    return rank * share, (rank + 1) * share
 
 
 def rank_slices(config: ModelArchConfig, rank: int, world_size: int) -> RankSlices:
-    if world_size > 1 and config.moe is not None and config.moe.sparse_layers:
-        raise TensorParallelConfigError(
-            f"{config.architecture} is a mixture of experts, which --tensor-parallel-size does not split yet "
-            "(nor is expert parallelism implemented); serve it on one device"
-        )
-    heads, kv_heads = config.num_attention_heads, config.num_key_value_heads
-    checks = (
-        ("num_attention_heads", heads),
-        ("intermediate_size", config.intermediate_size),
-        ("vocab_size", config.vocab_size),
-    )
+    heads, kv_heads, moe = config.num_attention_heads, config.num_key_value_heads, config.moe
+    dense_layers = config.num_hidden_layers - (len(moe.sparse_layers) if moe is not None else 0)
+    checks = [("num_attention_heads", heads), ("vocab_size", config.vocab_size)]
+    if dense_layers:
+        checks.append(("intermediate_size", config.intermediate_size))
+    if moe is not None and moe.sparse_layers:
+        checks.append(("the experts' intermediate size", moe.expert_intermediate_size))
+        if moe.has_shared_expert:
+            checks.append(("shared_expert_intermediate_size", moe.shared_expert_intermediate_size))
     for name, size in checks:
         if size % world_size:
             raise TensorParallelConfigError(
@@ -73,25 +85,35 @@ def rank_slices(config: ModelArchConfig, rank: int, world_size: int) -> RankSlic
         group = heads // kv_heads
         first = rank * q_per_rank // group
         kv_range = (first, first + 1)
-    intermediate = config.intermediate_size // world_size
-    vocab = config.vocab_size // world_size
     return RankSlices(
         rank=rank,
         world_size=world_size,
         q_heads=(rank * q_per_rank, (rank + 1) * q_per_rank),
         kv_heads=kv_range,
-        intermediate=(rank * intermediate, (rank + 1) * intermediate),
-        vocab=(rank * vocab, (rank + 1) * vocab),
+        intermediate=_split(config.intermediate_size, rank, world_size),
+        vocab=_split(config.vocab_size, rank, world_size),
+        expert_inner=_split(moe.expert_intermediate_size, rank, world_size) if moe is not None else (0, 0),
+        shared_inner=(
+            _split(moe.shared_expert_intermediate_size, rank, world_size) if moe is not None else (0, 0)
+        ),
     )
 
 
 def local_config(config: ModelArchConfig, slices: RankSlices) -> ModelArchConfig:
     """The shape of one rank's shard (vocabulary size unchanged: the embedding and head are replaced)."""
+    moe = config.moe
+    if moe is not None:
+        moe = dataclasses.replace(
+            moe,
+            expert_intermediate_size=slices.expert_inner[1] - slices.expert_inner[0],
+            shared_expert_intermediate_size=slices.shared_inner[1] - slices.shared_inner[0],
+        )
     return dataclasses.replace(
         config,
         num_attention_heads=slices.q_heads[1] - slices.q_heads[0],
         num_key_value_heads=slices.kv_heads[1] - slices.kv_heads[0],
         intermediate_size=slices.intermediate[1] - slices.intermediate[0],
+        moe=moe,
     )
 
 
@@ -101,7 +123,8 @@ class RankCut:
     holds its shard and at most one whole checkpoint tensor at a time, never the whole model.
 
     q/k/v and gate/up keep the rank's output rows, o and down its input columns, the embedding and the LM head
-    its vocabulary rows; norms stay whole. A pre-quantized int4 weight's grid is cut with it (rows keep their
+    its vocabulary rows (each expert's and the shared expert's gate/up rows and down columns likewise); norms
+    and routers stay whole. A pre-quantized int4 weight's grid is cut with it (rows keep their
     own groups; columns must hold whole groups, else Int4SplitError)."""
 
     config: ModelArchConfig
@@ -116,6 +139,14 @@ class RankCut:
         """(axis, start, end) of the rank's part of the checkpoint tensor for `param_name` (part `shard` of a
         fused one), or None where the rank keeps it whole."""
         head_dim, slices = self.config.head_dim, self.slices
+        if param_name.endswith(".experts_gate_up"):
+            return 0, *slices.expert_inner
+        if param_name.endswith(".experts_down"):
+            return 1, *slices.expert_inner
+        if ".shared_expert.gate_up_proj." in param_name:
+            return 0, *slices.shared_inner
+        if param_name.endswith(".shared_expert.down_proj.weight"):
+            return 1, *slices.shared_inner
         if ".qkv_proj." in param_name:
             heads = slices.q_heads if shard == 0 else slices.kv_heads
             return 0, heads[0] * head_dim, heads[1] * head_dim

@@ -240,6 +240,16 @@ def check_tensor_parallel(config: ModelArchConfig, tensor_parallel: int) -> None
             f"tensor parallel size {tensor_parallel} is not a multiple of the {kv_heads} KV heads, "
             "so they cannot be replicated evenly across the ranks"
         )
+    moe = config.moe
+    if moe is not None and moe.sparse_layers:  # each expert's inner width is split, as a dense MLP's
+        for name, width in (
+            ("expert", moe.expert_intermediate_size),
+            ("shared expert", moe.shared_expert_intermediate_size),
+        ):
+            if width % tensor_parallel:
+                raise ValueError(
+                    f"tensor parallel size {tensor_parallel} does not divide the {name} width {width}"
+                )
 
 
 def kv_head_replicas(config: ModelArchConfig, tensor_parallel: int) -> int:

@@ -4,6 +4,7 @@ copy-on-write forks; shapes that do not split are refused before any process sta
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from pathlib import Path
 
@@ -77,6 +78,60 @@ def test_a_split_model_decodes_as_one_rank_does(qwen_dir: Path, tp: int) -> None
         assert split_tokens == tokens, key
         assert len(split_logprobs) == len(logprobs)
         assert max((abs(a - b) for a, b in zip(logprobs, split_logprobs, strict=True)), default=0) < 1e-4
+
+
+# Inner widths even over 2 ranks; Qwen2-MoE with a shared expert, Qwen3-MoE with q/k norms.
+MIXTURES = {
+    "mixtral": {},
+    "qwen2_moe": dict(moe_intermediate_size=48, shared_expert_intermediate_size=96),
+    "qwen3_moe": {},
+}
+
+
+@pytest.mark.parametrize("arch", list(MIXTURES))
+def test_a_split_mixture_decodes_as_one_rank_does(arch: str, tmp_path: Path) -> None:
+    """Every rank holds every expert with half its inner width (and half the shared expert's), routes with the
+    whole router, and the all-reduced block equals the unsplit one: the same tokens, prompt logprobs to 1e-4."""
+    build_hf_model(arch, tmp_path, seed=3, **MIXTURES[arch])
+    rng = random.Random(2)
+    prompts = [rng.choices(range(5, 300), k=rng.randint(5, 70)) for _ in range(4)]
+    single = _run(tmp_path, 1, prompts)
+    split = _run(tmp_path, 2, prompts)
+    for key, (tokens, logprobs) in single.items():
+        split_tokens, split_logprobs = split[key]  # type: ignore[misc]
+        assert split_tokens == tokens, key
+        assert max((abs(a - b) for a, b in zip(logprobs, split_logprobs, strict=True)), default=0) < 1e-4
+
+
+def test_a_split_mixture_rank_holds_half_of_each_expert(tmp_path: Path) -> None:
+    from switchyard.models.loader import load_model
+    from switchyard.models.moe import SparseMoeBlock
+    from switchyard.models.tensor_parallel import RankCut
+
+    build_hf_model("qwen2_moe", tmp_path, seed=3, **MIXTURES["qwen2_moe"])
+    whole_config = ModelArchConfig.from_folder(tmp_path)
+    whole = load_model(tmp_path, "float32")
+    cut = RankCut(whole_config, rank_slices(whole_config, 1, 2))
+    shard = load_model(tmp_path, "float32", config=whole_config, cut=cut)
+    block, full = shard.model.layers[1].mlp, whole.model.layers[1].mlp
+    assert isinstance(block, SparseMoeBlock) and isinstance(full, SparseMoeBlock)
+    assert block.experts_gate_up is not None and full.experts_gate_up is not None
+    assert block.experts_down is not None and full.experts_down is not None
+    # rank 1 of 2: the second half of each expert's gate rows and of its up rows, and of its down columns
+    gate, up = full.experts_gate_up[:, :48], full.experts_gate_up[:, 48:]
+    assert torch.equal(block.experts_gate_up, torch.cat([gate[:, 24:], up[:, 24:]], dim=1))
+    assert torch.equal(block.experts_down, full.experts_down[:, :, 24:])
+    assert block.shared_expert is not None and full.shared_expert is not None
+    assert block.shared_expert.down_proj.weight.shape == (64, 48)
+    assert torch.equal(block.gate.weight, full.gate.weight)  # the router is whole on every rank
+    assert whole_config.moe is not None
+    odd = dataclasses.replace(
+        whole_config, moe=dataclasses.replace(whole_config.moe, expert_intermediate_size=50)
+    )
+    with pytest.raises(
+        TensorParallelConfigError, match=r"experts' intermediate size 50 is not divisible by .* 4"
+    ):
+        rank_slices(odd, 0, 4)
 
 
 def test_quantized_ranks_decode_too(qwen_dir: Path) -> None:

@@ -23,6 +23,7 @@ from switchyard.models.quantization.apply import quantized_buffer_bytes
 from switchyard.models.quantization.int4_formats import Int4Grid
 from switchyard.models.quantization.int4_linear import Int4Linear
 from switchyard.models.quantization.int4_split import Int4SplitError
+from switchyard.models.quantization.quantized_experts import QuantizedExperts
 from switchyard.plan.cli import main as plan_main
 
 # head_dim 64: o_proj's 256 inputs split into 128 per rank, down_proj's 512 into 256 (whole groups of 128)
@@ -216,3 +217,42 @@ def test_a_grid_is_sliced_by_rows_and_by_whole_groups_of_columns() -> None:
         grid.columns(16, 64)
     per_channel = Int4Grid(scales[:, :1], scales[:, :1], 128).columns(64, 64)  # one group: any slice
     assert per_channel.group_size == 64 and torch.equal(per_channel.scales, scales[:, :1])
+
+
+def test_a_split_int4_mixture_keeps_each_experts_codes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A GPTQ Qwen3-MoE over 2 ranks: every expert is int4 on both ranks (half its inner width each, whole groups
+    of 128), rank 0 holds half of one rank's int4 bytes, and the greedy tokens are one rank's. A mixture whose
+    experts would be cut mid-group is refused before any rank starts."""
+    source = tmp_path / "source"
+    build_hf_model("qwen3_moe", source, seed=5, **SHAPE, moe_intermediate_size=256, head_dim=64)
+    folder = tmp_path / "gptq"
+    write_quantized(source, folder, gptq(128), {"quant_method": "gptq", "bits": 4, "group_size": 128})
+    load = dict(dtype=torch.float32, device=torch.device("cpu"), max_model_len=64)
+    whole = load_rank_model(folder, quantization=None, rank=0, world_size=1, **load)
+    shard = load_rank_model(folder, quantization=None, rank=0, world_size=2, **load)
+    assert quantized_buffer_bytes(shard) * 2 == quantized_buffer_bytes(whole)
+    experts = [m for m in shard.modules() if isinstance(m, QuantizedExperts)]
+    assert len(experts) == 2 and all(
+        isinstance(layer, Int4Linear) and layer.in_features == 128 for layer in experts[0].down
+    )
+    single, _ = _greedy(folder, 1, None)
+    split, rank_weights = _greedy(folder, 2, None)
+    assert split == single
+    planned = _planned_weights(folder, 2, "auto", capsys)
+    assert planned <= rank_weights < 1.15 * planned
+
+    narrow = tmp_path / "narrow"
+    build_hf_model("qwen3_moe", narrow, seed=5, **SHAPE, moe_intermediate_size=128, head_dim=64)
+    with pytest.raises(Int4SplitError, match=r"int4 mlp\.experts\.down_proj: .* each rank holds 64"):
+        LLMEngine(
+            EngineConfig(
+                model=str(narrow),
+                dtype="float32",
+                skip_tokenizer=True,
+                tensor_parallel_size=2,
+                quantization="int4",
+            )
+        )
+    assert not dist.is_initialized()

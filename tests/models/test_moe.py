@@ -158,15 +158,23 @@ def test_dynamic_ntk_generates_past_the_trained_context_like_transformers(tmp_pa
     assert greedy(load_model(tmp_path, max_positions=64)) != expected
 
 
-def test_tensor_parallelism_refuses_a_mixture_by_name(tmp_path: Path) -> None:
+def test_tensor_parallelism_splits_each_expert(tmp_path: Path) -> None:
+    """Each rank keeps every expert with its slice of the inner width (gate/up rows, down columns); the router
+    stays whole. (Decoding split over ranks: tests/engine/test_tensor_parallel.py.)"""
     from switchyard.models.config import ModelArchConfig
-    from switchyard.models.tensor_parallel import TensorParallelConfigError, rank_slices
+    from switchyard.models.tensor_parallel import RankCut, local_config, rank_slices
 
     build_hf_model("mixtral", tmp_path)
     config = ModelArchConfig.from_folder(tmp_path)
-    with pytest.raises(TensorParallelConfigError, match="MixtralForCausalLM is a mixture of experts"):
-        rank_slices(config, 0, 2)
-    assert rank_slices(config, 0, 1).world_size == 1
+    slices = rank_slices(config, 1, 2)
+    assert slices.expert_inner == (64, 128)
+    local = local_config(config, slices)
+    assert local.moe is not None and local.moe.expert_intermediate_size == 64
+    assert local.moe.num_experts == 4
+    cut = RankCut(config, slices)
+    assert cut.part("model.layers.0.mlp.experts_gate_up", (2, 1)) == (0, 64, 128)
+    assert cut.part("model.layers.0.mlp.experts_down", (2, 0)) == (1, 64, 128)
+    assert cut.part("model.layers.0.mlp.gate.weight", None) is None
 
 
 def test_quantize_refuses_to_write_a_mixture(tmp_path: Path) -> None:

@@ -13,10 +13,19 @@ class Int4SplitError(ValueError):
 
 
 def check_int4_split(config: ModelArchConfig, world_size: int, group_size: int) -> None:
-    """Raise Int4SplitError unless each rank's share of o_proj's and down_proj's inputs is whole groups."""
+    """Raise Int4SplitError unless each rank's share of o_proj's and every down projection's inputs (the dense
+    MLP's, each expert's, the shared expert's) is whole groups."""
     if world_size == 1:
         return
-    for layer, inputs in (("self_attn.o_proj", config.q_size), ("mlp.down_proj", config.intermediate_size)):
+    moe = config.moe
+    layers = [("self_attn.o_proj", config.q_size)]
+    if moe is None or len(moe.sparse_layers) < config.num_hidden_layers:
+        layers.append(("mlp.down_proj", config.intermediate_size))
+    if moe is not None and moe.sparse_layers:
+        layers.append(("mlp.experts.down_proj", moe.expert_intermediate_size))
+        if moe.has_shared_expert:
+            layers.append(("mlp.shared_expert.down_proj", moe.shared_expert_intermediate_size))
+    for layer, inputs in layers:
         per_rank = inputs // world_size
         if per_rank % group_size:
             raise Int4SplitError(int4_split_message(layer, per_rank, group_size, world_size))
