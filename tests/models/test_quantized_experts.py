@@ -231,3 +231,66 @@ def test_experts_a_checkpoint_stores_unquantized_stay_stacked_in_dtype(
     for block in _sparse_blocks(llm.engine.model):
         assert block.quantized_experts is None and block.experts_gate_up is not None
     assert isinstance(llm.engine.model.model.layers[0].self_attn.qkv_proj, Int4Linear)
+
+
+@pytest.mark.parametrize("arch", ["qwen2_moe", "mixtral"])
+def test_smoothing_a_mixture_leaves_its_outputs_unchanged(folders: dict[str, Path], arch: str) -> None:
+    """The post-attention norm's factors are folded into the router, every expert's gate/up and the shared
+    expert and its gate: in exact arithmetic nothing changes, so float32 logits stay within rounding."""
+    from switchyard.models.quantization.smoothing import activation_maxima, smooth, smoothed_groups
+
+    model = transformers.AutoModelForCausalLM.from_pretrained(folders[arch], dtype=torch.float32).eval()
+    ids = torch.tensor([PROMPTS[1] * 3])
+    with torch.no_grad():
+        before = model(input_ids=ids).logits
+    experts_before = model.model.layers[1].mlp.experts.gate_up_proj.detach().clone()
+    groups = smoothed_groups(model)
+    smooth(groups, activation_maxima(model, groups, [ids]), alpha=0.5)
+    with torch.no_grad():
+        after = model(input_ids=ids).logits
+    assert not torch.allclose(model.model.layers[1].mlp.experts.gate_up_proj, experts_before)  # not a no-op
+    assert (after - before).abs().max() < 1e-4 * before.abs().max()
+
+
+@pytest.mark.parametrize("arch", ["qwen2_moe", "mixtral"])
+def test_switchyard_quantize_writes_a_mixture_per_expert(
+    folders: dict[str, Path], tmp_path: Path, arch: str
+) -> None:
+    """A w8a8 checkpoint of a mixture: each expert's matrices int8 under the checkpoint's own names, routers
+    left in dtype and named in `ignore`, served with no flag from those exact int8 values."""
+    from safetensors import safe_open
+    from tokenizer_factory import build_tokenizer
+
+    from switchyard.models.quantization.cli import main as quantize_main
+
+    source = tmp_path / "source"
+    shutil.copytree(folders[arch], source)
+    build_tokenizer(source, vocab_size=320)
+    calibration = tmp_path / "calib.txt"
+    rng = random.Random(1)
+    calibration.write_text(
+        "\n".join(" ".join(rng.choice("abcdefgh") * 3 for _ in range(40)) for _ in range(8))
+    )
+    out = tmp_path / "w8a8"
+    assert quantize_main([str(source), "--calib", str(calibration), "--out", str(out)]) == 0
+    config = json.loads((out / "config.json").read_text())["quantization_config"]
+    assert any("gate$" in pattern for pattern in config["ignore"])
+    block = "block_sparse_moe" if arch == "mixtral" else "mlp"
+    gate_name = "w1" if arch == "mixtral" else "gate_proj"
+    with safe_open(str(out / "model.safetensors"), framework="pt") as stored:
+        names = set(stored.keys())
+        expert_gate = stored.get_tensor(f"model.layers.1.{block}.experts.2.{gate_name}.weight")
+        router = stored.get_tensor(f"model.layers.1.{block}.gate.weight")
+    assert expert_gate.dtype == torch.int8 and router.dtype != torch.int8
+    assert not [name for name in names if "gate_up_proj" in name]  # no fused names leak into the checkpoint
+
+    rng = random.Random(3)
+    prompts = [rng.choices(range(5, 300), k=rng.randint(4, 40)) for _ in range(8)]
+    engine, tokens = _greedy(out, None, prompts)
+    experts = _sparse_blocks(engine.model)[1].quantized_experts
+    assert isinstance(experts, QuantizedExperts)
+    layer = experts.gate_up[2]
+    assert isinstance(layer, Int8Linear) and layer.dynamic_activations
+    assert torch.equal(layer.weight[: expert_gate.shape[0]], expert_gate)
+    _, reference = _greedy(source, None, prompts)
+    assert sum(ref[0] == got[0] for ref, got in zip(reference, tokens, strict=True)) >= len(prompts) / 2

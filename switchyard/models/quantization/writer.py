@@ -2,18 +2,23 @@
 
 The weights of the decoder's projections are stored as int8 with a float32 scale per output channel; for w8a8
 they are first smoothed (smoothing.py) on calibration text, so the checkpoint carries the smoothing folded in
-and loads with no extra step. Everything else (embeddings, norms, LM head, tokenizer files) is copied as is.
+and loads with no extra step. Everything else (embeddings, norms, LM head, routers, tokenizer files) is copied
+as is. A mixture's experts are written per expert under the checkpoint's own names (Mixtral's w1/w3/w2,
+Qwen's gate/up/down_proj): transformers holds them fused in memory, and its `save_pretrained` writes them back
+in the checkpoint's layout, which is read again to quantize each expert's matrices.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from safetensors import safe_open
 from safetensors.torch import save_file
 
 from switchyard.errors import ModelLoadError
@@ -22,7 +27,10 @@ from switchyard.models.quantization.checkpoint import checkpoint_scheme, compres
 from switchyard.models.quantization.int8_linear import quantize_per_channel
 from switchyard.models.quantization.smoothing import activation_maxima, smooth, smoothed_groups
 
-PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "w1", "w2", "w3")
+"""The checkpoint names of quantized projections (Mixtral's experts are w1 gate, w2 down, w3 up)."""
+MIXTURE_IGNORE = ("re:.*mlp\\.gate$", "re:.*block_sparse_moe\\.gate$", "re:.*shared_expert_gate$")
+"""A mixture's routers, left unquantized: named in the config's `ignore` list, as llm-compressor names them."""
 WEIGHT_FILES = {"model.safetensors", "model.safetensors.index.json"}
 
 
@@ -49,11 +57,7 @@ def quantize_checkpoint(job: QuantizeJob) -> Path:
         raise FileExistsError(f"{job.output} already exists")
     if checkpoint_scheme(job.source) is not None:
         raise ModelLoadError("the checkpoint is already quantized", str(job.source))
-    if ModelArchConfig.from_folder(job.source).moe is not None:
-        # transformers holds the experts fused in memory; written back they would not be the per-expert
-        # tensors a checkpoint (and Switchyard's loader) names. Quantizing at load (--quantization) quantizes
-        # every expert (quantized_experts.py).
-        raise ValueError("switchyard quantize does not write mixture-of-experts checkpoints yet")
+    mixture = ModelArchConfig.from_folder(job.source).moe is not None
     import transformers
 
     model = transformers.AutoModelForCausalLM.from_pretrained(job.source, dtype=torch.float32).eval()
@@ -68,24 +72,45 @@ def quantize_checkpoint(job: QuantizeJob) -> Path:
         smooth(groups, activation_maxima(model, groups, batches), job.alpha)
     tensors: dict[str, torch.Tensor] = {}
     tied = bool(getattr(model.config, "tie_word_embeddings", False))
-    for name, tensor in model.state_dict().items():
-        if tied and name == "lm_head.weight":
-            continue
-        if name.endswith(".weight") and name.rsplit(".", 2)[-2] in PROJECTIONS:
-            quantized, scales = quantize_per_channel(tensor)
-            tensors[name] = quantized
-            tensors[name + "_scale"] = scales.reshape(-1, 1)
-        else:
-            tensors[name] = tensor.to(stored_dtype).contiguous()
+    job.output.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=job.output.parent) as scratch:
+        for name, tensor in _checkpoint_tensors(model, mixture, Path(scratch)):
+            if tied and name == "lm_head.weight":
+                continue
+            if name.endswith(".weight") and name.rsplit(".", 2)[-2] in PROJECTIONS:
+                quantized, scales = quantize_per_channel(tensor)
+                tensors[name] = quantized
+                tensors[name + "_scale"] = scales.reshape(-1, 1)
+            else:
+                tensors[name] = tensor.to(stored_dtype).contiguous()
     job.output.mkdir(parents=True)
     save_file(tensors, str(job.output / "model.safetensors"), metadata={"format": "pt"})
     for path in job.source.iterdir():
         if path.is_file() and path.name not in WEIGHT_FILES and not path.name.endswith(".safetensors"):
             shutil.copy2(path, job.output / path.name)
     config = json.loads((job.source / "config.json").read_text())
-    config["quantization_config"] = compressed_tensors_config(job.method)
+    quantization = compressed_tensors_config(job.method)
+    if mixture:
+        quantization["ignore"] = [*quantization["ignore"], *MIXTURE_IGNORE]
+    config["quantization_config"] = quantization
     (job.output / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     return job.output
+
+
+def _checkpoint_tensors(
+    model: torch.nn.Module, mixture: bool, scratch: Path
+) -> Iterator[tuple[str, torch.Tensor]]:
+    """The (smoothed) model's tensors under the checkpoint's names. A dense model's state dict has them; a
+    mixture's experts are fused in transformers' memory, so it is saved to `scratch` in the checkpoint layout
+    (`save_pretrained` splits them per expert) and read back one tensor at a time."""
+    if not mixture:
+        yield from model.state_dict().items()
+        return
+    model.save_pretrained(scratch, safe_serialization=True)  # type: ignore[operator]
+    for path in sorted(scratch.glob("*.safetensors")):
+        with safe_open(str(path), framework="pt") as handle:
+            for name in handle.keys():  # noqa: SIM118 (a safetensors handle is not a dict)
+                yield name, handle.get_tensor(name)
 
 
 def _stored_dtype(folder: Path) -> torch.dtype:
