@@ -82,7 +82,9 @@ def activation_maxima(
 
         return hook
 
-    handles = [group.observed.register_forward_pre_hook(recorder(index)) for index, group in enumerate(groups)]
+    handles = [
+        group.observed.register_forward_pre_hook(recorder(index)) for index, group in enumerate(groups)
+    ]
     try:
         for ids in batches:
             model(input_ids=ids)
