@@ -368,7 +368,7 @@ def main() -> None:
         args.json.write_text(
             json.dumps(
                 {
-                    "model": model,
+                    "model": args.model or "random SMALL shape (shapes.py)",
                     "method": args.method,
                     "workload": args.workload,
                     "k": args.k,

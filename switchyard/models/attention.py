@@ -72,6 +72,11 @@ class VerifyBatch:
     """[sequences, 1, chunk_len, max_blocks * block_size]: the keys each (padded) query may attend to."""
     padded: bool
     """Whether some chunk is shorter than chunk_len (else the rows are the grid, in order)."""
+    row_sequences: torch.Tensor | None = None
+    """[end - start] the chunk (row of block_tables) of each flat row; with `row_context_lens`, on the CPU
+    without a window only: the native decode step attends each row as a decode of that length."""
+    row_context_lens: torch.Tensor | None = None
+    """[end - start] the keys each flat row attends to, itself included (its position + 1)."""
     _grouped_masks: dict[int, torch.Tensor] = field(default_factory=dict)
 
     def grouped_mask(self, group: int) -> torch.Tensor:
@@ -106,6 +111,8 @@ class AttentionMetadata:
     verify: VerifyBatch | None = None
     kernel_plan: PagedKernelPlan | None = None
     """Set when the Triton kernel attends (`models.attention_backend`): then the SDPA fields above are empty."""
+    sliding_window: int | None = None
+    """The window the masks above apply (None: every query sees its whole prefix)."""
     streaming: list[StreamingSpan] | None = None
     """Attention sinks (`streaming_attention`): every query of the step, in spans, instead of the above."""
     rotation: Rotation | None = None
@@ -228,6 +235,7 @@ class AttentionMetadata:
             decode_context_lens=decode_lens,
             prefills=prefills,
             verify=_verify_batch(verify_spans, block_size, device, sliding_window) if verify_spans else None,
+            sliding_window=sliding_window,
         )
 
 
@@ -358,6 +366,12 @@ def _verify_batch(
     mask = k_pos[None, None, :] <= q_pos[:, :, None]
     if sliding_window is not None:
         mask &= k_pos[None, None, :] > q_pos[:, :, None] - sliding_window
+    row_sequences = row_context_lens = None
+    if sliding_window is None and torch.device(device).type == "cpu":
+        row_sequences = torch.tensor([index for index, (s, e, _, _) in enumerate(spans) for _ in range(e - s)])
+        row_context_lens = torch.tensor(
+            [context_len - (end - row) + 1 for start, end, context_len, _ in spans for row in range(start, end)]
+        )
     return VerifyBatch(
         start=spans[0][0],
         end=spans[-1][1],
@@ -366,6 +380,8 @@ def _verify_batch(
         block_tables=torch.from_numpy(tables).to(device),
         mask=mask[:, None],
         padded=len(rows) != count * chunk,
+        row_sequences=row_sequences,
+        row_context_lens=row_context_lens,
     )
 
 

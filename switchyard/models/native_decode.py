@@ -8,8 +8,10 @@ embedding, KV write, paged attention, SwiGLU, residual adds) in between, roundin
 It applies to Llama-family layers, dense or expert mixtures (Mixtral, Qwen2-MoE, Qwen3-MoE), with or without
 q/k norms, without sliding windows, on the CPU with bf16 activations and a bf16 KV cache, whose projections are
 all native-kernel layers (bf16 with `--max-num-seqs` <= 8, int8, w8a8 or int4; a mixture's stacked bf16 experts
-and its routers always are), and to pure decode steps of up to `skinny_matmul.MAX_ROWS` sequences. Everything
-else, and any step the native call declines, takes the operator-by-operator path. The two paths agree to
+and its routers always are), and to steps of up to `skinny_matmul.MAX_ROWS` rows: decodes, and short chunks
+(speculative verification, or the last tokens of a prompt whose prefix is cached), each of whose rows attends
+as a decode of its own length (a chunk's causal mask is exactly that). Everything else, and any step the native call declines, takes the
+operator-by-operator path. The two paths agree to
 rounding; over several rows a q/k norm differs by one bf16 rounding, since PyTorch's norm rounds twice there.
 """
 
@@ -19,6 +21,7 @@ import ctypes
 import logging
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from switchyard.models.attention import AttentionMetadata
@@ -206,6 +209,8 @@ class NativeDecoder:
         self._keep = keep
         self._array = (_Layer * len(layers))(*layers)
         self._kv_shape = (shape["kv_heads"], shape["head_dim"])
+        self._planned: tuple[AttentionMetadata, tuple[torch.Tensor, torch.Tensor]] | None = None
+        """The step `accepts` took last, with each row's block table and context length, for `run`."""
         self._cache_key: tuple[int, ...] = ()
         self._batch = _Batch()
         batch = self._batch
@@ -310,20 +315,20 @@ class NativeDecoder:
         kv_caches: list[tuple[torch.Tensor, torch.Tensor]],
         metadata: AttentionMetadata | list[AttentionMetadata],
     ) -> bool:
-        """Whether this step is one the native call takes: a pure decode of a few sequences, no window."""
-        return (
+        """Whether this step is one the native call takes: a few rows, each a decode or a row of a short chunk
+        (speculative verification, or the end of a prompt), attended as a decode of its own length; no window."""
+        if not (
             isinstance(metadata, AttentionMetadata)
-            and metadata.decode_context_lens is not None
-            and metadata.num_decode_tokens == hidden.shape[0]
             and 0 < hidden.shape[0] <= skinny_matmul.MAX_ROWS
             and hidden.dtype == torch.bfloat16
             and metadata.kernel_plan is None
             and metadata.streaming is None
-            and metadata.verify is None
-            and not metadata.prefills
-            and metadata.decode_block_tables is not None
             and self._caches_ready(kv_caches)
-        )
+        ):
+            return False
+        rows = self._rows(metadata, hidden.shape[0])
+        self._planned = (metadata, rows) if rows is not None else None
+        return rows is not None
 
     def run(
         self,
@@ -333,10 +338,12 @@ class NativeDecoder:
         metadata: AttentionMetadata,
     ) -> bool:
         """Runs every layer over `hidden` [rows, hidden] in place and writes this step's keys and values;
-        False when the native side declined before changing anything the fallback would not redo."""
-        tables = metadata.decode_block_tables
-        lens = metadata.decode_context_lens
-        assert tables is not None and lens is not None
+        False when the native side declined before changing anything the fallback would not redo. `accepts`
+        must have taken this step's metadata first."""
+        planned = self._planned
+        assert planned is not None and planned[0] is metadata, "run() without accepts() for this step"
+        tables, lens = planned[1]
+        self._planned = None
         batch = self._batch
         batch.rows = hidden.shape[0]
         batch.block_size = metadata.block_size
@@ -350,6 +357,44 @@ class NativeDecoder:
             self._array, len(self._array), ctypes.byref(batch), hidden.data_ptr()
         )
         return bool(done)
+
+    @staticmethod
+    def _rows(metadata: AttentionMetadata, rows: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """Each row's block table [rows, width] and context length [rows] (int64, contiguous, CPU): the decodes,
+        the batched verification chunks' rows, then each chunk's rows (the runner's order); None where the
+        metadata does not describe every row so (a window, a mask, rows out of order)."""
+        decodes = metadata.num_decode_tokens
+        tables: list[torch.Tensor] = []
+        lens: list[torch.Tensor] = []
+        if decodes:
+            if metadata.decode_context_lens is None or metadata.decode_block_tables is None:
+                return None
+            tables.append(metadata.decode_block_tables)
+            lens.append(metadata.decode_context_lens)
+        covered = decodes
+        verify = metadata.verify
+        if verify is not None:
+            if verify.row_sequences is None or verify.row_context_lens is None or verify.start != covered:
+                return None
+            tables.append(verify.block_tables.index_select(0, verify.row_sequences))
+            lens.append(verify.row_context_lens)
+            covered = verify.end
+        if metadata.prefills and metadata.sliding_window is not None:
+            return None
+        for span in metadata.prefills:  # a chunk of n rows: row j attends to context_len - n + j + 1 keys
+            if span.start != covered or span.block_table.device.type != "cpu":
+                return None
+            count = span.end - span.start
+            tables.append(span.block_table[None, :].expand(count, -1))
+            lens.append(torch.arange(span.context_len - count + 1, span.context_len + 1))
+            covered = span.end
+        if covered != rows:
+            return None
+        if len(tables) == 1:
+            return tables[0].contiguous(), lens[0].contiguous()
+        width = max(table.shape[1] for table in tables)
+        joined = torch.cat([F.pad(table, (0, width - table.shape[1])) for table in tables])
+        return joined, torch.cat(lens)
 
     def _caches_ready(self, kv_caches: list[tuple[torch.Tensor, torch.Tensor]]) -> bool:
         key = tuple(cache.data_ptr() for pair in kv_caches for cache in pair)

@@ -64,6 +64,13 @@ def _relative_error(got: torch.Tensor, want: torch.Tensor) -> float:
 
 def _next_forward_inputs(engine: LLMEngine) -> tuple[Any, ...]:
     """The arguments of the model's forward in the engine's next step (which runs)."""
+    found = _step_forward_inputs(engine)
+    assert found is not None, "the step ran no forward"
+    return found
+
+
+def _step_forward_inputs(engine: LLMEngine) -> tuple[Any, ...] | None:
+    """Runs one engine step; the arguments of its model forward, None when it ran none."""
     model = engine.model
     captured: list[tuple[Any, ...]] = []
     original = model.forward
@@ -77,7 +84,7 @@ def _next_forward_inputs(engine: LLMEngine) -> tuple[Any, ...]:
         engine.step()
     finally:
         del model.forward
-    return captured[0]
+    return captured[0] if captured else None
 
 
 def _both_paths(
@@ -200,9 +207,74 @@ def test_greedy_tokens_are_those_of_the_operator_path(tmp_path: Path, arch: str)
     assert all(len(t) == 8 for t in tokens[True].values())
 
 
+def _verify_step_inputs(engine: LLMEngine, prompts: list[list[int]]) -> tuple[Any, ...]:
+    """The forward inputs of a step that only verifies drafts (each sequence's last token and its drafts)."""
+    params = SamplingParams(temperature=0.0, max_tokens=32, ignore_eos=True)
+    for index, prompt in enumerate(prompts):
+        engine.add_request(f"spec{index}", prompt, params)
+    for _ in range(40):
+        inputs = _step_forward_inputs(engine)
+        if inputs is None:
+            continue
+        metadata = inputs[3]
+        chunks = len(metadata.prefills) + (metadata.verify is not None)
+        if chunks and metadata.num_decode_tokens == 0 and inputs[0].shape[0] == 4 * len(prompts):
+            return inputs
+    raise AssertionError("no verification step in 40 steps")
+
+
+@needs_kernels
+@pytest.mark.parametrize("quantization", [None, "int8"])
+@pytest.mark.parametrize("sequences", [1, 2])
+def test_verification_chunks_match_the_operators(
+    tmp_path: Path, quantization: str | None, sequences: int
+) -> None:
+    """A speculative verification step in the one call: each row of a chunk (one sequence's: the runner's
+    prefill way; two: the batched verification) attends as a decode of its own length, which is the chunk's
+    causal mask. Hidden states and keys equal to rounding. The model drafts for itself, so every step verifies."""
+    build_hf_model("qwen2", tmp_path, seed=3, **SHAPE).to(torch.bfloat16).save_pretrained(tmp_path)
+    engine = _engine(
+        tmp_path,
+        quantization,
+        speculative_method="draft",
+        speculative_model=str(tmp_path),
+        num_speculative_tokens=3,
+    )
+    inputs = _verify_step_inputs(
+        engine, [[(7 * i + n) % 300 + 1 for i in range(n)] for n in (37, 70)][:sequences]
+    )
+    assert (inputs[3].verify is not None) == (sequences > 1)
+    decoder = engine.model._decoder()
+    assert decoder is not None
+    assert decoder.accepts(engine.model.model.embed_tokens(inputs[0]), inputs[2], inputs[3])
+    results = _both_paths(engine.model, inputs)
+    (want, want_caches), (got, got_caches) = results[False], results[True]
+    assert torch.equal(want_caches[0][0], got_caches[0][0])  # the first layer's keys: the same inputs
+    for (want_k, want_v), (got_k, got_v) in zip(want_caches, got_caches, strict=True):
+        assert _relative_error(got_k, want_k) < 2e-2 and _relative_error(got_v, want_v) < 2e-2
+    assert _relative_error(got, want) < 2e-2  # a row attending past its position is O(1) off
+
+
+@needs_kernels
+def test_speculation_stays_lossless_through_the_native_step(tmp_path: Path) -> None:
+    """Verified rows are computed as plain decodes are, row for row: greedy output with drafts equals greedy
+    output without them, every step native."""
+    build_hf_model("qwen2", tmp_path, seed=4, **SHAPE).to(torch.bfloat16).save_pretrained(tmp_path)
+    prompt = [(7 * i) % 300 + 1 for i in range(29)]
+    outputs = []
+    for spec in ({}, {"speculative_method": "draft", "speculative_model": str(tmp_path)}):
+        engine = _engine(tmp_path, "int8", num_speculative_tokens=4, **spec)
+        engine.add_request("r", prompt, SamplingParams(temperature=0.0, max_tokens=40, ignore_eos=True))
+        while engine.has_unfinished_requests():
+            for output in engine.step():
+                if output.finished:
+                    outputs.append(list(output.outputs[0].token_ids))
+    assert outputs[0] == outputs[1] and len(outputs[0]) == 40
+
+
 @needs_kernels
 def test_steps_it_does_not_take_go_through_the_operators(tmp_path: Path) -> None:
-    """More decodes than the kernels' rows, and a step that also prefills: declined, and the forward still
+    """More decodes than the kernels' rows, with a prefill chunk too or not: declined, and the forward still
     gives the operator path's result."""
     build_hf_model("qwen2", tmp_path, seed=5, **SHAPE).to(torch.bfloat16).save_pretrained(tmp_path)
     engine = _engine(tmp_path, "int8", max_num_seqs=16)
