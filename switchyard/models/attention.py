@@ -368,9 +368,15 @@ def _verify_batch(
         mask &= k_pos[None, None, :] > q_pos[:, :, None] - sliding_window
     row_sequences = row_context_lens = None
     if sliding_window is None and torch.device(device).type == "cpu":
-        row_sequences = torch.tensor([index for index, (s, e, _, _) in enumerate(spans) for _ in range(e - s)])
+        row_sequences = torch.tensor(
+            [index for index, (s, e, _, _) in enumerate(spans) for _ in range(e - s)]
+        )
         row_context_lens = torch.tensor(
-            [context_len - (end - row) + 1 for start, end, context_len, _ in spans for row in range(start, end)]
+            [
+                context_len - (end - row) + 1
+                for start, end, context_len, _ in spans
+                for row in range(start, end)
+            ]
         )
     return VerifyBatch(
         start=spans[0][0],
