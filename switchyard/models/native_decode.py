@@ -10,9 +10,9 @@ q/k norms, without sliding windows, on the CPU with bf16 activations and a bf16 
 all native-kernel layers (bf16 with `--max-num-seqs` <= 8, int8, w8a8 or int4; a mixture's stacked bf16 experts
 and its routers always are), and to steps of up to `skinny_matmul.MAX_ROWS` rows: decodes, and short chunks
 (speculative verification, or the last tokens of a prompt whose prefix is cached), each of whose rows attends
-as a decode of its own length (a chunk's causal mask is exactly that). Everything else, and any step the native call declines, takes the
-operator-by-operator path. The two paths agree to
-rounding; over several rows a q/k norm differs by one bf16 rounding, since PyTorch's norm rounds twice there.
+as a decode of its own length (a chunk's causal mask is exactly that). Everything else, and any step the native
+call declines, takes the operator-by-operator path. The two paths agree to rounding; over several rows a q/k
+norm differs by one bf16 rounding, since PyTorch's norm rounds twice there.
 """
 
 from __future__ import annotations
