@@ -53,7 +53,7 @@ from switchyard.models.cpu_bf16 import auto_dtype, cpu_has_native_bf16
 from switchyard.models.kv_cache_dtype import resolve_kv_cache_dtype
 from switchyard.models.llama import LlamaForCausalLM
 from switchyard.models.loader import load_model, parse_dtype
-from switchyard.models.packed_linear import can_pack, pack_linear_layers
+from switchyard.models.packed_linear import can_pack, dual_layout_bytes, pack_linear_layers
 from switchyard.models.quantization.apply import quantized_buffer_bytes
 from switchyard.models.quantization.checkpoint import checkpoint_quantization
 from switchyard.models.quantization.int4_split import check_int4_split
@@ -212,6 +212,7 @@ def build_engine_parts(config: EngineConfig) -> EngineParts:
     scheduler_config = config.scheduler_config(device)
     if pack:
         pack_linear_layers(model, max_rows=scheduler_config.max_num_seqs)
+        weights += dual_layout_bytes(model)
     make_runner = (
         _single_rank_runner(config, device, dtype, kv_dtype, scheduler_config.max_num_seqs)
         if tensor_parallel is None
@@ -412,6 +413,7 @@ def _load_speculation(
             pack_linear_layers(
                 speculation.draft_model
             )  # the draft's steps are as memory-bound as the target's
+            speculation.weights_bytes += dual_layout_bytes(speculation.draft_model)
     elif spec_config.method == "speculator":
         assert spec_config.draft_model is not None
         speculator = load_speculator(model_folder(spec_config.draft_model), dtype, device)

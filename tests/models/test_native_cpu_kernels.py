@@ -167,8 +167,12 @@ def test_the_library_is_built_once_per_source(tmp_path: Path) -> None:
 
 
 @needs_kernels
-def test_a_latency_tuned_bf16_engine_runs_the_native_kernel(tmp_path: Path) -> None:
-    """`--max-num-seqs` up to MAX_ROWS: bf16 projections on the native kernel; above it, oneDNN's packed ones."""
+def test_a_latency_tuned_bf16_engine_runs_the_native_kernel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--max-num-seqs` up to MAX_ROWS: bf16 projections on the native kernel; above it, oneDNN's packed ones
+    (for a model too large to hold both: here every model is)."""
+    monkeypatch.setattr("switchyard.models.packed_linear.DUAL_LAYOUT_MAX_BYTES", 0)
     build_hf_model("llama", tmp_path, seed=5).to(torch.bfloat16).save_pretrained(tmp_path)
     params = SamplingParams(temperature=0.0, max_tokens=6, ignore_eos=True)
     tokens = {}
@@ -191,6 +195,42 @@ def test_a_latency_tuned_bf16_engine_runs_the_native_kernel(tmp_path: Path) -> N
                     tokens[max_num_seqs] = output.outputs[0].token_ids
     assert len(tokens[4]) == len(tokens[64]) == 6
     assert tokens[4][0] == tokens[64][0]
+
+
+@needs_kernels
+def test_a_small_model_keeps_both_layouts_at_any_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Projections under DUAL_LAYOUT_MAX_BYTES keep the plain weight (the native decode step) and a packed copy
+    (products past MAX_ROWS rows), at `--max-num-seqs` 64; the KV budget counts the copy."""
+    from switchyard.models.packed_linear import DUAL_LAYOUT_MAX_BYTES
+
+    build_hf_model("llama", tmp_path, seed=5).to(torch.bfloat16).save_pretrained(tmp_path)
+    config = EngineConfig(
+        model=str(tmp_path), dtype="bfloat16", skip_tokenizer=True, kv_cache_memory=4 << 20, max_num_seqs=64
+    )
+    engine = LLMEngine(config)
+    layers = [m for m in engine.model.modules() if isinstance(m, NativeBf16Linear | PackedLinear)]
+    assert layers and all(isinstance(m, NativeBf16Linear) and m.packed_weight is not None for m in layers)
+    assert engine.model._decoder() is not None
+    copies = sum(m.weight.numel() * 2 for m in layers)
+    assert 0 < copies <= DUAL_LAYOUT_MAX_BYTES
+    monkeypatch.setattr("switchyard.models.packed_linear.DUAL_LAYOUT_MAX_BYTES", 0)
+    single = LLMEngine(config)
+    assert engine.kv_budget.weights_bytes == single.kv_budget.weights_bytes + copies
+    rows = torch.randn(20, layers[0].in_features, dtype=torch.bfloat16)  # past MAX_ROWS: the packed copy
+    packed = next(m for m in single.model.modules() if isinstance(m, PackedLinear))
+    torch.testing.assert_close(layers[0](rows), packed(rows), rtol=0, atol=0)
+    params = SamplingParams(temperature=0.0, max_tokens=6, ignore_eos=True)
+    outputs = []
+    for each in (engine, single):
+        for index in range(12):  # more sequences than the native rows: both layouts serve steps
+            each.add_request(str(index), [5 + index, 9, 17, 33], params)
+        done = {}
+        while each.has_unfinished_requests():
+            done.update({o.request_id: o.outputs[0].token_ids for o in each.step() if o.finished})
+        outputs.append(done)
+    assert outputs[0].keys() == outputs[1].keys() and all(len(t) == 6 for t in outputs[0].values())
 
 
 @needs_kernels
