@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 import transformers
+from greedy_runs import transformers_greedy
 from model_factory import build_hf_model
 from prequantized_packers import PROJECTIONS, awq, compressed, compressed_config, gptq, write_quantized
 from safetensors.torch import load_file, save_file
@@ -37,17 +38,7 @@ def hf_greedy(source: Path, reference: dict[str, torch.Tensor]) -> tuple[list[li
     """transformers on the dequantized weights, in float32: greedy tokens and their logprobs."""
     model = transformers.AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32).eval()
     model.load_state_dict(reference, strict=False)
-    tokens, logprobs = [], []
-    with torch.no_grad():
-        for prompt in PROMPTS:
-            ids, chosen = list(prompt), []
-            for _ in range(MAX_TOKENS):
-                last = torch.log_softmax(model(torch.tensor([ids])).logits[0, -1].float(), dim=-1)
-                ids.append(int(last.argmax()))
-                chosen.append(float(last.max()))
-            tokens.append(ids[len(prompt) :])
-            logprobs.append(chosen)
-    return tokens, logprobs
+    return transformers_greedy(model, PROMPTS, MAX_TOKENS)
 
 
 CASES = {

@@ -10,13 +10,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from greedy_runs import engine_greedy
 from model_factory import build_hf_model
 from tokenizer_factory import build_tokenizer
 from torch import nn
 
 from switchyard.config import EngineConfig
-from switchyard.engine.engine import LLMEngine
-from switchyard.engine.sampling_params import SamplingParams
 from switchyard.engine_args import QUANTIZATION_NAMES
 from switchyard.models.loader import load_model
 from switchyard.models.quantization.apply import quantize_model
@@ -93,27 +92,6 @@ def test_quantizing_a_model_swaps_every_projection_and_shrinks_its_weights(model
     assert isinstance(model.lm_head, nn.Linear)  # the LM head stays in dtype
 
 
-def _greedy(folder: Path, quantization: str | None, prompts: list[list[int]]) -> tuple[LLMEngine, list]:
-    engine = LLMEngine(
-        EngineConfig(
-            model=str(folder),
-            dtype="float32",
-            quantization=quantization,
-            skip_tokenizer=True,
-            kv_cache_memory=4 << 20,
-        )
-    )
-    params = SamplingParams(temperature=0.0, max_tokens=16, ignore_eos=True)
-    for index, prompt in enumerate(prompts):
-        engine.add_request(str(index), prompt, params)
-    outputs: dict[str, list[int]] = {}
-    while engine.has_unfinished_requests():
-        for output in engine.step():
-            if output.finished:
-                outputs[output.request_id] = output.outputs[0].token_ids
-    return engine, [outputs[str(index)] for index in range(len(prompts))]
-
-
 def _agreement(reference: list[list[int]], tokens: list[list[int]]) -> float:
     """The share of greedy tokens equal at the same position (every request has max_tokens of them)."""
     pairs = [
@@ -125,9 +103,9 @@ def _agreement(reference: list[list[int]], tokens: list[list[int]]) -> float:
 def test_a_quantized_engine_mostly_agrees_with_the_float_one(model_dir: Path) -> None:
     rng = random.Random(0)
     prompts = [rng.choices(range(5, 300), k=rng.randint(4, 60)) for _ in range(6)]
-    reference_engine, reference = _greedy(model_dir, None, prompts)
+    reference_engine, reference = engine_greedy(model_dir, None, prompts)
     for method, floor in (("int8", 0.8), ("w8a8", 0.7), ("int4", 0.3)):
-        engine, tokens = _greedy(model_dir, method, prompts)
+        engine, tokens = engine_greedy(model_dir, method, prompts)
         assert _agreement(reference, tokens) >= floor, method
         # the KV budget is planned after quantizing: its weights are what the engine really holds
         assert engine.kv_budget.weights_bytes < reference_engine.kv_budget.weights_bytes
@@ -192,11 +170,11 @@ def test_switchyard_quantize_writes_a_w8a8_checkpoint_that_serves_as_it_is(
     # served without --quantization: the checkpoint's own int8 values, exactly
     rng = random.Random(2)
     prompts = [rng.choices(range(5, 300), k=rng.randint(4, 40)) for _ in range(4)]
-    engine, tokens = _greedy(out, None, prompts)
+    engine, tokens = engine_greedy(out, None, prompts)
     layer = engine.model.model.layers[0].self_attn.qkv_proj
     assert isinstance(layer, Int8Linear) and layer.dynamic_activations
     assert torch.equal(layer.weight[: q.shape[0]], q)
-    _, reference = _greedy(model_dir, None, prompts)
+    _, reference = engine_greedy(model_dir, None, prompts)
     assert _agreement(reference, tokens) >= 0.6
 
     # bad input: no calibration for w8a8, an existing output folder, an already quantized source

@@ -13,12 +13,11 @@ from pathlib import Path
 import pytest
 import torch
 import transformers
+from greedy_runs import engine_greedy, transformers_greedy
 from model_factory import build_hf_model
 from prequantized_packers import awq, gptq, write_quantized
 from safetensors.torch import save_file
 
-from switchyard.config import EngineConfig
-from switchyard.engine.engine import LLMEngine
 from switchyard.engine.sampling_params import SamplingParams
 from switchyard.llm import LLM
 from switchyard.models.loader import load_model
@@ -91,27 +90,6 @@ def test_quantizing_a_mixture_quantizes_every_routed_expert(
         assert _relative_error(block(x[:2]), want[:2]) < (0.25 if method == "int4" else 0.03)
 
 
-def _greedy(folder: Path, quantization: str | None, prompts: list[list[int]]) -> tuple[LLMEngine, list]:
-    engine = LLMEngine(
-        EngineConfig(
-            model=str(folder),
-            dtype="float32",
-            quantization=quantization,
-            skip_tokenizer=True,
-            kv_cache_memory=4 << 20,
-        )
-    )
-    params = SamplingParams(temperature=0.0, max_tokens=12, ignore_eos=True)
-    for index, prompt in enumerate(prompts):
-        engine.add_request(str(index), prompt, params)
-    outputs: dict[str, list[int]] = {}
-    while engine.has_unfinished_requests():
-        for output in engine.step():
-            if output.finished:
-                outputs[output.request_id] = output.outputs[0].token_ids
-    return engine, [outputs[str(index)] for index in range(len(prompts))]
-
-
 def _planned_weights(folder: Path, quantization: str, capsys: pytest.CaptureFixture[str]) -> int:
     args = [str(folder), "--device", "80GiB", "--dtype", "float32", "--json", "--quantization", quantization]
     assert plan_main(args) == 0
@@ -124,9 +102,9 @@ def test_a_quantized_mixture_engine_agrees_and_holds_what_the_plan_counts(
     folder = folders["qwen3_moe"]
     rng = random.Random(0)
     prompts = [rng.choices(range(5, 300), k=rng.randint(4, 40)) for _ in range(8)]
-    _, reference = _greedy(folder, None, prompts)
+    _, reference = engine_greedy(folder, None, prompts)
     for method in ("int8", "int4"):
-        engine, tokens = _greedy(folder, method, prompts)
+        engine, tokens = engine_greedy(folder, method, prompts)
         # a random tiny model drifts once one token differs: compare each prompt's first token (a swapped or
         # misrouted expert agrees about once in 320)
         agree = sum(ref[0] == got[0] for ref, got in zip(reference, tokens, strict=True)) / len(prompts)
@@ -150,17 +128,7 @@ def _float_folder(source: Path, reference: dict[str, torch.Tensor], target: Path
 
 def _hf_greedy(folder: Path) -> tuple[list[list[int]], list[list[float]]]:
     model = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
-    tokens, logprobs = [], []
-    with torch.no_grad():
-        for prompt in PROMPTS:
-            ids, chosen = list(prompt), []
-            for _ in range(MAX_TOKENS):
-                last = torch.log_softmax(model(torch.tensor([ids])).logits[0, -1].float(), dim=-1)
-                ids.append(int(last.argmax()))
-                chosen.append(float(last.max()))
-            tokens.append(ids[len(prompt) :])
-            logprobs.append(chosen)
-    return tokens, logprobs
+    return transformers_greedy(model, PROMPTS, MAX_TOKENS)
 
 
 def _serve(folder: Path) -> tuple[LLM, list]:
@@ -286,11 +254,11 @@ def test_switchyard_quantize_writes_a_mixture_per_expert(
 
     rng = random.Random(3)
     prompts = [rng.choices(range(5, 300), k=rng.randint(4, 40)) for _ in range(8)]
-    engine, tokens = _greedy(out, None, prompts)
+    engine, tokens = engine_greedy(out, None, prompts)
     experts = _sparse_blocks(engine.model)[1].quantized_experts
     assert isinstance(experts, QuantizedExperts)
     layer = experts.gate_up[2]
     assert isinstance(layer, Int8Linear) and layer.dynamic_activations
     assert torch.equal(layer.weight[: expert_gate.shape[0]], expert_gate)
-    _, reference = _greedy(source, None, prompts)
+    _, reference = engine_greedy(source, None, prompts)
     assert sum(ref[0] == got[0] for ref, got in zip(reference, tokens, strict=True)) >= len(prompts) / 2
