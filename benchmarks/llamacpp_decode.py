@@ -40,8 +40,7 @@ from shapes import (
     QWEN25_05B,
     add_tokenizer,
     build_qwen2,
-    build_qwen3,
-    build_qwen3_moe,
+    build_random,
 )
 
 CACHE = Path(__file__).parent / ".llamacpp"
@@ -347,10 +346,10 @@ def main(argv: list[str] | None = None) -> int:
     CACHE.mkdir(exist_ok=True)
     if args.shape == "qwen3_moe_small":
         shape = {**QWEN3_MOE_SMALL, "vocab_size": args.vocab_size}
-        folder = build_qwen3_moe(args.workdir / f"qwen3-moe-small-v{args.vocab_size}", shape)
+        folder = build_random(args.workdir / f"qwen3-moe-small-v{args.vocab_size}", "qwen3_moe", shape)
     elif args.shape == "qwen3_06b":
         shape = {**QWEN3_06B, "vocab_size": args.vocab_size}
-        folder = build_qwen3(args.workdir / f"qwen3-0.6b-shape-v{args.vocab_size}", shape)
+        folder = build_random(args.workdir / f"qwen3-0.6b-shape-v{args.vocab_size}", "qwen3", shape)
     else:
         shape = {**QWEN25_05B, "vocab_size": args.vocab_size}
         folder = build_qwen2(args.workdir / f"qwen2.5-0.5b-shape-v{args.vocab_size}", shape)

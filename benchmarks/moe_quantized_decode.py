@@ -26,7 +26,7 @@ import torch
 from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).parent))
-from shapes import QWEN3_06B, QWEN3_MOE_SMALL, build_qwen3, build_qwen3_moe, random_ids
+from shapes import QWEN3_06B, QWEN3_MOE_SMALL, build_random, random_ids
 
 from switchyard import LLM, SamplingParams
 from switchyard.models.quantization import apply
@@ -103,11 +103,11 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     if args.shape == "qwen3_06b":
         shape = {**QWEN3_06B, "vocab_size": 8192}
-        folder = build_qwen3(args.workdir / "qwen3-0.6b-shape-v8192", shape)
+        folder = build_random(args.workdir / "qwen3-0.6b-shape-v8192", "qwen3", shape)
         formats = [name for name in FORMATS if not name.endswith("-attn")]
     else:
         shape = QWEN3_MOE_SMALL
-        folder = build_qwen3_moe(args.workdir / "qwen3-moe-small-v8192", shape)
+        folder = build_random(args.workdir / "qwen3-moe-small-v8192", "qwen3_moe", shape)
         formats = list(FORMATS)
     engines = {
         name: engine_for(folder, name) for name in (args.formats.split(",") if args.formats else formats)

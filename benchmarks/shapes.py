@@ -80,37 +80,31 @@ def random_ids(count: int, length: int, seed: int, vocab_size: int = SMALL["voca
     return torch.randint(100, vocab_size - 100, (count, length), generator=generator).tolist()
 
 
+FAMILIES = {
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"),
+    "qwen3_moe": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM"),
+}
+"""transformers' config and model classes of each architecture the benchmarks build."""
+
+
+def build_random(
+    folder: Path, family: str, shape: dict, dtype: torch.dtype = torch.bfloat16, seed: int = 0
+) -> Path:
+    """Save a random model of `family` (FAMILIES) and `shape` to folder (reused when already there). Random
+    init has std 0.02 everywhere, which keeps activations in a realistic range without training."""
+    if (folder / "config.json").is_file():
+        return folder
+    config_name, model_name = FAMILIES[family]
+    config = getattr(transformers, config_name)(**shape)
+    torch.manual_seed(seed)
+    model = getattr(transformers, model_name)(config).to(dtype)
+    model.save_pretrained(folder, safe_serialization=True)
+    return folder
+
+
 def build_qwen2(folder: Path, shape: dict, dtype: torch.dtype = torch.bfloat16, seed: int = 0) -> Path:
-    """Save a random Qwen2-architecture model of `shape` to folder (reused when already there)."""
-    if (folder / "config.json").is_file():
-        return folder
-    config = transformers.Qwen2Config(**shape)
-    torch.manual_seed(seed)
-    with torch.device("cpu"):
-        model = transformers.Qwen2ForCausalLM(config).to(dtype)
-    # Random init has std 0.02 everywhere; this keeps activations in a realistic range without training.
-    model.save_pretrained(folder, safe_serialization=True)
-    return folder
-
-
-def build_qwen3_moe(folder: Path, shape: dict, dtype: torch.dtype = torch.bfloat16, seed: int = 0) -> Path:
-    """Save a random Qwen3-MoE model of `shape` to folder (reused when already there)."""
-    if (folder / "config.json").is_file():
-        return folder
-    torch.manual_seed(seed)
-    model = transformers.Qwen3MoeForCausalLM(transformers.Qwen3MoeConfig(**shape)).to(dtype)
-    model.save_pretrained(folder, safe_serialization=True)
-    return folder
-
-
-def build_qwen3(folder: Path, shape: dict, dtype: torch.dtype = torch.bfloat16, seed: int = 0) -> Path:
-    """Save a random Qwen3 (dense) model of `shape` to folder (reused when already there)."""
-    if (folder / "config.json").is_file():
-        return folder
-    torch.manual_seed(seed)
-    model = transformers.Qwen3ForCausalLM(transformers.Qwen3Config(**shape)).to(dtype)
-    model.save_pretrained(folder, safe_serialization=True)
-    return folder
+    return build_random(folder, "qwen2", shape, dtype, seed)
 
 
 def add_tokenizer(folder: Path, vocab_size: int) -> Path:
