@@ -1,8 +1,10 @@
-"""What a node agent checks on its GPUs: `nvidia-smi` where there is one, and injected faults everywhere.
+"""What a node agent checks on its GPUs: NVML or `nvidia-smi` where there is a driver, injected faults everywhere.
 
-On a GPU node `nvidia-smi` reports uncorrected ECC errors and a hardware slowdown per GPU, and a failing
-`nvidia-smi` (driver gone, GPU fallen off the bus, Xid 79) marks every GPU faulty; critical Xid errors in the
-kernel log mark their GPU faulty (`xid.py`, where the agent may read the log). On CPU nodes (tests, a laptop)
+On a GPU node NVML (`nvml_health.py`) reports lost GPUs, uncorrected ECC errors, failed or pending row
+remapping, hardware slowdown and critical Xid events per GPU. Without the `nvidia-ml-py` package, `nvidia-smi`
+reports ECC errors and slowdown, and a failing `nvidia-smi` (driver gone, GPU fallen off the bus, Xid 79)
+marks every GPU faulty. Critical Xid errors in the kernel log also mark their GPU faulty (`xid.py`, where the
+agent may read the log: it holds those from before the agent started, which NVML's events do not). On CPU nodes (tests, a laptop)
 the fault file is the only source: a JSON object `{NODE_ID: {GPU_INDEX: REASON}}` that `switchyard cluster`
 writes when an operator injects a fault and clears when the GPU is repaired.
 """
@@ -16,6 +18,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from switchyard.platform.nvml_health import NvmlHealth
 from switchyard.platform.xid import XidWatcher
 
 NVIDIA_SMI_FIELDS = ("index", "ecc.errors.uncorrected.volatile.total", "clocks_throttle_reasons.hw_slowdown")
@@ -25,10 +28,17 @@ NVIDIA_SMI_TIMEOUT_S = 10.0
 
 
 def probe_gpus(
-    node_id: str, gpu_count: int, fault_file: Path | None, xid: XidWatcher | None = None
+    node_id: str,
+    gpu_count: int,
+    fault_file: Path | None,
+    xid: XidWatcher | None = None,
+    nvml: NvmlHealth | None = None,
 ) -> dict[int, str]:
     """Faulty GPUs of this node and why; an empty dict is a clean bill of health."""
-    faults = nvidia_smi_faults(gpu_count) if shutil.which("nvidia-smi") else {}
+    if nvml is not None:
+        faults = nvml.faults()
+    else:
+        faults = nvidia_smi_faults(gpu_count) if shutil.which("nvidia-smi") else {}
     if xid is not None:
         for gpu, reason in xid.poll().items():
             faults.setdefault(gpu, reason)

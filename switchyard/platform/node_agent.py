@@ -15,6 +15,7 @@ from pathlib import Path
 import ray
 
 from switchyard.platform.gpu_probes import probe_gpus, run_burn_in
+from switchyard.platform.nvml_health import NvmlHealth
 from switchyard.platform.xid import XidWatcher
 
 
@@ -44,11 +45,14 @@ class NodeAgent:
         self.gpu_count = gpu_count
         self.fault_file = None if fault_file is None else Path(fault_file)
         self.burn_in_command = burn_in_command
+        self.nvml = NvmlHealth.open(gpu_count) if gpu_count > 0 else None
+        """The GPUs through NVML (None without the library: `nvidia-smi` is asked instead)."""
         self.xid = XidWatcher() if shutil.which("nvidia-smi") else None
-        """Critical Xid errors of this node's GPUs, latched while this agent lives (None without a driver)."""
+        """Critical Xid errors of this node's GPUs in the kernel log, latched while this agent lives (None
+        without a driver)."""
 
     def probe(self) -> dict[int, str]:
-        return probe_gpus(self.node_id, self.gpu_count, self.fault_file, self.xid)
+        return probe_gpus(self.node_id, self.gpu_count, self.fault_file, self.xid, self.nvml)
 
     def heartbeat(self) -> Heartbeat:
         return Heartbeat(self.node_id, time.time(), self.probe())
