@@ -7,7 +7,7 @@
 # Qwen2.5-0.5B shapes written to a scratch folder, ~17 GB). Expects Python with torch (CUDA), Triton >= 3.6 and
 # transformers. Other wheels it needs (WHEELS below) are installed from ./wheels when present and missing:
 # fetch them beforehand, where a registry is reachable, with
-#   pip download -d wheels pytest pytest-timeout jsonschema psutil regex xgrammar
+#   pip download -d wheels pytest pytest-timeout jsonschema psutil regex xgrammar nvidia-ml-py
 # Switchyard itself runs from this checkout (PYTHONPATH), not installed: its torch pin does not apply.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -16,11 +16,11 @@ mkdir -p "$OUT"
 export PYTHONPATH="$PWD:$PWD/training${PYTHONPATH:+:$PYTHONPATH}"
 PYTHON="${PYTHON:-python}"
 
-WHEELS=(pytest pytest-timeout jsonschema psutil regex xgrammar)
+WHEELS=(pytest pytest-timeout jsonschema psutil regex xgrammar nvidia-ml-py)
 missing=$("$PYTHON" - <<'PY'
 import importlib.util
 modules = {"pytest": "pytest", "pytest-timeout": "pytest_timeout", "jsonschema": "jsonschema",
-           "psutil": "psutil", "regex": "regex", "xgrammar": "xgrammar"}
+           "psutil": "psutil", "regex": "regex", "xgrammar": "xgrammar", "nvidia-ml-py": "pynvml"}
 print(" ".join(p for p, m in modules.items() if importlib.util.find_spec(m) is None))
 PY
 )
@@ -40,6 +40,7 @@ fi
 echo "== gpu-marked tests"
 timeout 240 "$PYTHON" -m pytest -o addopts="" -m gpu -q -p no:cacheprovider -rs \
   tests/models/test_triton_attention_cuda.py tests/models/test_reference_kernel.py tests/engine/test_cuda_engine.py \
+  tests/platform/test_nvml_health.py \
   --junitxml "$OUT/gpu-tests.xml" 2>&1 | tee "$OUT/gpu-tests.log"
 tests_status=${PIPESTATUS[0]}
 
