@@ -4,9 +4,9 @@ On a GPU node NVML (`nvml_health.py`) reports lost GPUs, uncorrected ECC errors,
 remapping, hardware slowdown and critical Xid events per GPU. Without the `nvidia-ml-py` package, `nvidia-smi`
 reports ECC errors and slowdown, and a failing `nvidia-smi` (driver gone, GPU fallen off the bus, Xid 79)
 marks every GPU faulty. Critical Xid errors in the kernel log also mark their GPU faulty (`xid.py`, where the
-agent may read the log: it holds those from before the agent started, which NVML's events do not). On CPU nodes (tests, a laptop)
-the fault file is the only source: a JSON object `{NODE_ID: {GPU_INDEX: REASON}}` that `switchyard cluster`
-writes when an operator injects a fault and clears when the GPU is repaired.
+agent may read the log: it holds those from before the agent started, which NVML's events do not). On CPU
+nodes (tests, a laptop) the fault file is the only source: a JSON object `{NODE_ID: {GPU_INDEX: REASON}}` that
+`switchyard cluster` writes when an operator injects a fault and clears when the GPU is repaired.
 """
 
 from __future__ import annotations

@@ -77,7 +77,12 @@ class NvmlHealth:
         except nvml.NVMLError as error:
             logger.warning("NVML events unavailable, Xid errors come from the kernel log only: %s", error)
             return None
-        for index in range(min(self.gpu_count, nvml.nvmlDeviceGetCount())):
+        try:
+            visible = nvml.nvmlDeviceGetCount()
+        except nvml.NVMLError as error:
+            logger.warning("NVML did not count the GPUs, Xid events not registered: %s", error)
+            visible = 0
+        for index in range(min(self.gpu_count, visible)):
             try:
                 handle = nvml.nvmlDeviceGetHandleByIndex(index)
                 if nvml.nvmlDeviceGetSupportedEventTypes(handle) & nvml.nvmlEventTypeXidCriticalError:
