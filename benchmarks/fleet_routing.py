@@ -22,6 +22,9 @@ benchmarks/results/fleet/ (JSON, Markdown table, PNG plots, per-request rows).
 
 sglang-router is a peer under test, not a dependency: `pip install sglang-router==0.3.2`.
 
+`--baseline DIR` A/Bs a gateway change: each chosen Switchyard router also runs, as `NAME@baseline`, from the
+checkout at DIR (e.g. `git worktree add DIR HEAD~1`), in the same rounds, against the same replicas.
+
 Usage: python benchmarks/fleet_routing.py [--routers NAME,...] [--out DIR]
 """
 
@@ -68,6 +71,8 @@ class Router:
     name: str
     kind: Literal["switchyard", "sglang", "direct"]
     policy: str | None = None
+    checkout: Path | None = None
+    """Where a Switchyard gateway's code comes from: None for this checkout, else a baseline's (`--baseline`)."""
 
 
 ROUTERS = (
@@ -188,19 +193,23 @@ class Service:
                 self.process.wait()
 
 
-def environment(threads: int) -> dict[str, str]:
+def environment(threads: int, checkout: Path = ROOT) -> dict[str, str]:
     return {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(checkout), os.environ.get("PYTHONPATH")])),
         "OMP_NUM_THREADS": str(threads),
         "MKL_NUM_THREADS": str(threads),
     }
 
 
-def start_service(name: str, command: list[str], port: int, logs: Path, ready: str = "/health") -> Service:
+def start_service(
+    name: str, command: list[str], port: int, logs: Path, ready: str = "/health", checkout: Path = ROOT
+) -> Service:
     log = logs / f"{name.replace(' ', '-')}.log"
     with log.open("wb") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=environment(1))
+        # run from the checkout: `python -m` looks in the working directory before PYTHONPATH
+        env = environment(1, checkout)
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=checkout)
     service = Service(name, f"http://127.0.0.1:{port}", process, log)
     deadline = time.monotonic() + STARTUP_SECONDS
     while time.monotonic() < deadline:
@@ -237,7 +246,7 @@ def start_router(router: Router, replicas: list[Service], logs: Path) -> Service
         command += ["--port", str(port), "--worker-urls", *(replica.url for replica in replicas)]
         command += ["--policy", str(router.policy), "--log-level", "warn"]
         command += ["--prometheus-host", "127.0.0.1", "--prometheus-port", str(free_port())]
-    service = start_service(router.name, command, port, logs)
+    service = start_service(router.name, command, port, logs, checkout=router.checkout or ROOT)
     wait_until_routing(service)
     return service
 
@@ -670,6 +679,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--kv-cache-memory", type=int, default=96 << 20, help="bytes per replica (96 MiB: 32k tokens)"
     )
     parser.add_argument("--overhead-requests", type=int, default=300, help="0 skips the overhead measurement")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="a checkout of another revision: each chosen Switchyard router also runs from it, as NAME@baseline",
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "fleet")
     return parser.parse_args(argv)
 
@@ -681,6 +695,16 @@ def main(argv: list[str] | None = None) -> int:
     if unknown := set(chosen) - {router.name for router in routers}:
         print(f"fleet_routing: unknown router(s) {', '.join(sorted(unknown))}", file=sys.stderr)
         return 2
+    if args.baseline is not None:
+        if not (args.baseline / "switchyard" / "fleet").is_dir():
+            print(f"fleet_routing: --baseline {args.baseline} is not a Switchyard checkout", file=sys.stderr)
+            return 2
+        baseline = args.baseline.resolve()
+        routers += [
+            dataclasses.replace(router, name=f"{router.name}@baseline", checkout=baseline)
+            for router in routers
+            if router.kind == "switchyard"
+        ]
     if any(r.kind == "sglang" for r in routers) and importlib.util.find_spec("sglang_router") is None:
         print(
             f"fleet_routing: sglang-router is not installed; it is the benchmark's peer, not a Switchyard "

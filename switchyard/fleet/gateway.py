@@ -139,6 +139,7 @@ def _replica_rows(runtime: FleetRuntime) -> list[dict[str, Any]]:
             "url": replica.url,
             "health": replica.health.value,
             "in_flight": replica.in_flight,
+            "queued_prefill_tokens": replica.queued_prefill_tokens,
             "load": {
                 "num_waiting": replica.load.num_waiting,
                 "num_running": replica.load.num_running,

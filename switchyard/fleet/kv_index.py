@@ -10,7 +10,7 @@ entry lapses after `pending_ttl` seconds unless an event confirms it first.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from switchyard.fleet.replica import Replica
@@ -95,15 +95,17 @@ class KVIndex:
             count += 1
         return count
 
-    def outstanding_blocks(self, replica: Replica, shared: Collection[int] = ()) -> int:
-        """Blocks routed to `replica` that it has not reported storing yet (pending, not lapsed), those in
-        `shared` aside: prompt work sent there that, as far as the gateway knows, is still to be done."""
+    def pending_blocks(self, replica: Replica, block_hashes: Iterable[int]) -> int:
+        """How many of `block_hashes` are there only as routed (pending, not lapsed, not yet confirmed): blocks
+        another request sent there brings, which may still be in its prefill."""
         known = self._replicas.get(replica)
         if known is None:
             return 0
         now = self._clock()
         return sum(
-            1 for block_hash, lapses in known.pending.items() if lapses > now and block_hash not in shared
+            1
+            for block_hash in block_hashes
+            if block_hash not in known.confirmed and known.pending.get(block_hash, 0.0) > now
         )
 
     def _purge(self, now: float) -> None:

@@ -193,6 +193,12 @@ class _StateCollector(Collector):
             "Requests the gateway has sent to a replica and not yet seen finish.",
             labels=["pool", "replica"],
         )
+        queued_prefill = GaugeMetricFamily(
+            "switchyard:fleet_queued_prefill_tokens",
+            "Uncached prompt tokens the gateway has sent to a replica whose requests have no first token yet "
+            "(counted for policies that tokenize prompts, kv_aware).",
+            labels=["pool", "replica"],
+        )
         health = GaugeMetricFamily(
             "switchyard:fleet_replica_health",
             "1 for a replica's current health state (starting, healthy, ejected, draining, dead).",
@@ -214,7 +220,8 @@ class _StateCollector(Collector):
             restarts.add_metric([pool.name], restart_counts.get(pool.name, 0))
             for replica in pool.replicas:
                 in_flight.add_metric([pool.name, replica.name], replica.in_flight)
+                queued_prefill.add_metric([pool.name, replica.name], replica.queued_prefill_tokens)
                 for state in ReplicaHealth:
                     health.add_metric([pool.name, replica.name, state.value], float(replica.health is state))
                 ejections.add_metric([pool.name, replica.name], pool.ejections[replica.name])
-        yield from (depth, in_flight, health, ejections, restarts)
+        yield from (depth, in_flight, queued_prefill, health, ejections, restarts)

@@ -29,6 +29,7 @@ from switchyard.fleet.forwarded_headers import REQUEST_ID_HEADER, downstream_hea
 from switchyard.fleet.metrics import NO_REPLICA, FleetMetrics
 from switchyard.fleet.policies import RouteDecision, RouteRequest
 from switchyard.fleet.pool import Pool
+from switchyard.fleet.queued_prefill import QueuedPrefill
 from switchyard.fleet.relay import EventFramer, RelayedStream, StreamEnd, StreamOutcome, release
 from switchyard.fleet.replica import Replica
 from switchyard.fleet.request_fields import RequestFields
@@ -129,7 +130,8 @@ class Proxy:
             decision = pool.policy.choose(route, candidates)
             pool.policy.on_routed(route, decision)
             tried.append(decision.replica)
-            outcome = await self._attempt(pool, call, decision, arrived)
+            prefill = QueuedPrefill.of(route, decision)
+            outcome = await self._attempt(pool, call, decision, arrived, prefill)
             if isinstance(outcome, Response):
                 return outcome
             failed = (decision.replica, outcome)
@@ -151,7 +153,7 @@ class Proxy:
         raise error
 
     async def _attempt(
-        self, pool: Pool, call: ProxyCall, decision: RouteDecision, arrived: float
+        self, pool: Pool, call: ProxyCall, decision: RouteDecision, arrived: float, prefill: QueuedPrefill
     ) -> Response | _Failure:
         """One try on the decided replica: the client's response, or why it failed before the first byte."""
         replica = decision.replica
@@ -171,7 +173,7 @@ class Proxy:
                     pool.record_failure(replica)
                 return _Failure("429" if status == 429 else "5xx", refusal)
             if call.fields.stream and status == 200:
-                response = await self._relay(pool, call, decision, upstream, arrived)
+                response = await self._relay(pool, call, decision, upstream, arrived, prefill)
                 handed_off = True
                 return response
             body = await upstream.read()
@@ -186,6 +188,7 @@ class Proxy:
             return _Failure(_failure_reason(exc))
         finally:
             if not handed_off:
+                prefill.settle()
                 if upstream is not None:
                     release(upstream)
                 pool.end(replica)
@@ -197,6 +200,7 @@ class Proxy:
         decision: RouteDecision,
         upstream: aiohttp.ClientResponse,
         arrived: float,
+        prefill: QueuedPrefill,
     ) -> RelayedStream:
         """Wait for the stream's first complete event (an error before it is still retryable), then hand the
         stream to a RelayedStream, which returns the replica's slot when it ends."""
@@ -220,6 +224,7 @@ class Proxy:
             headers=downstream_headers(upstream.headers.items()),
             on_finish=partial(self._stream_finished, pool, decision, arrived),
             lost=pool.lost_signal(decision.replica),
+            on_first_token=prefill.settle,
         )
 
     def _stream_finished(

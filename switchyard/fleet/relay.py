@@ -120,8 +120,11 @@ class RelayedStream(StreamingResponse):
         headers: Mapping[str, str],
         on_finish: Callable[[StreamOutcome], None],
         lost: asyncio.Future[None],
+        on_first_token: Callable[[], None],
     ) -> None:
-        """`lost` resolves if the replica is declared lost (see Pool.lost_signal)."""
+        """`lost` resolves if the replica is declared lost (see Pool.lost_signal); `on_first_token` is called
+        once, at the first event past the stream's opening ones (the replica's prefill is done), or at the end."""
+        self._on_first_token: Callable[[], None] | None = on_first_token
         self._upstream = upstream
         self._lost = lost
         self._named_events = named_events
@@ -154,7 +157,13 @@ class RelayedStream(StreamingResponse):
             for on_end in self._on_end:
                 await on_end(self._outcome)
 
+    def _first_token(self) -> None:
+        if self._on_first_token is not None:
+            on_first_token, self._on_first_token = self._on_first_token, None
+            on_first_token()
+
     def _finish(self) -> None:
+        self._first_token()
         if self._on_finish is not None:
             on_finish, self._on_finish = self._on_finish, None
             on_finish(self._outcome)
@@ -162,12 +171,16 @@ class RelayedStream(StreamingResponse):
     async def _relay(
         self, first: bytes, chunks: AsyncIterator[bytes], framer: EventFramer
     ) -> AsyncIterator[bytes]:
+        if _carries_output(first):
+            self._first_token()
         yield self._observed(first)
         watch = _LostWatch(self._lost)
         try:
             while (chunk := await watch.read(chunks)) is not None:
                 events = framer.feed(chunk)
                 if events:
+                    if self._on_first_token is not None and _carries_output(events):
+                        self._first_token()
                     self._observe(events)
                     if _ends_the_answer(events):
                         # the client has the whole answer once these are sent: a client that closes right
@@ -199,6 +212,19 @@ class RelayedStream(StreamingResponse):
         reported = cached_tokens_in_events(events)
         if reported is not None:
             self._outcome.cached_tokens = reported
+
+
+_OPENING_MARKS = (b'"role":"assistant"', b"event: response.created", b"event: response.in_progress")
+"""What the events a server sends before its prefill carry: a chat stream's role chunk (Switchyard, vLLM and
+SGLang alike), a Responses stream's created and in_progress events."""
+
+
+def _carries_output(events: bytes) -> bool:
+    """Whether complete events hold one past a stream's opening ones: the replica has finished the prefill."""
+    for event in events.replace(b"\r\n", b"\n").split(b"\n\n"):
+        if event.strip() and not any(mark in event for mark in _OPENING_MARKS):
+            return True
+    return False
 
 
 def _ends_the_answer(events: bytes) -> bool:

@@ -44,6 +44,9 @@ class Replica:
     health: ReplicaHealth = ReplicaHealth.STARTING
     in_flight: int = 0
     """Requests the gateway has sent it that have not finished (counted by the gateway, always current)."""
+    queued_prefill_tokens: int = 0
+    """Prompt tokens the gateway has sent it, not expected cached there, whose requests have not yet had
+    their first token back: the prefill work queued ahead of a new request (counted by the gateway)."""
     load: ReplicaLoad = field(default_factory=ReplicaLoad)
 
     @property

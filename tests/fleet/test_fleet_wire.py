@@ -159,3 +159,20 @@ def test_a_stream_ends_with_its_done_event_not_with_those_words_in_a_token() -> 
     assert not _ends_the_answer(
         b'event: response.output_text.delta\ndata: {"delta": "event: response.completed"}\n\n'
     )
+
+
+def test_a_stream_has_output_past_its_opening_events() -> None:
+    """The role chunk (and a Responses stream's created / in_progress) go out before the prefill; anything
+    after them is output, so the replica's prefill is done."""
+    from switchyard.fleet.relay import _carries_output
+
+    role = b'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}\n\n'
+    token = b'data: {"choices":[{"index":0,"delta":{"content":"Hi"}}]}\n\n'
+    assert not _carries_output(role)
+    assert _carries_output(role + token)
+    assert _carries_output(token)
+    assert _carries_output((role + token).replace(b"\n", b"\r\n"))
+    opening = b"event: response.created\ndata: {}\n\nevent: response.in_progress\ndata: {}\n\n"
+    assert not _carries_output(opening)
+    assert _carries_output(opening + b'event: response.output_text.delta\ndata: {"delta":"Hi"}\n\n')
+    assert not _carries_output(b"\n\n")

@@ -18,6 +18,7 @@ from switchyard.fleet.policies.least_load import LeastLoadPolicy
 from switchyard.fleet.policies.power_of_two import PowerOfTwoConfig, PowerOfTwoPolicy
 from switchyard.fleet.policies.session import SessionPolicy
 from switchyard.fleet.prefix_tree import PrefixTree
+from switchyard.fleet.queued_prefill import QueuedPrefill
 from switchyard.fleet.replica import Replica, ReplicaHealth, ReplicaLoad
 from switchyard.prefix_hash import prompt_block_hashes
 
@@ -296,25 +297,30 @@ def test_kv_aware_weighs_cached_tokens_against_load() -> None:
 
 def test_kv_aware_spreads_new_prefixes_by_the_prefill_they_bring() -> None:
     """A request count cannot tell a replica prefilling a long new prompt from one streaming short cached
-    turns; the blocks routed there and not yet reported stored can."""
+    turns; the prefill queued there (counted by the gateway until each request's first token) can."""
     pool = replicas(2)
     policy = kv_policy(Clock())  # request_cost_tokens 128, queued_prefill_weight 0.5
     first = tokens(0, 400, family=1)
-    assert route(policy, kv_request(first), pool).replica is pool[0]
+    decision = route(policy, kv_request(first), pool)
+    assert decision.replica is pool[0]
+    prefill = QueuedPrefill.of(kv_request(first), decision)
+    assert pool[0].queued_prefill_tokens == 400
     pool[0].in_flight, pool[1].in_flight = 1, 2  # r0 prefills 400 new tokens; r1 streams two cached turns
     # r0: 400 + 0.5 x 400 queued + 128 = 728; r1: 400 + 256 = 656 (counting requests alone, r0 would win).
     second = tokens(1, 400, family=2)
     assert policy.choose(kv_request(second), pool) == RouteDecision(pool[1], "cache_miss", 0)
-    assert policy.index.outstanding_blocks(pool[0]) == 100
-    for block_hash in prompt_block_hashes(first, BS):
-        policy.index.stored(pool[0], block_hash)  # r0's events: the first prompt is computed
-    assert policy.index.outstanding_blocks(pool[0]) == 0
+    prefill.settle()  # the first request's first token came back: its prefill is done
+    prefill.settle()  # counted off once
+    assert pool[0].queued_prefill_tokens == 0
     assert policy.choose(kv_request(second), pool).replica is pool[0]
-    # Blocks a request shares with the queue are not work ahead of it: a burst of one prefix still lands together.
-    unconfirmed = kv_policy(Clock(), queued_prefill_weight=1.0)
-    assert route(unconfirmed, kv_request(first), pool).replica is pool[0]
+    # The queued prefill this request shares is not work ahead of it: a burst of one prefix still lands together.
     pool[0].in_flight = pool[1].in_flight = 0
+    unconfirmed = kv_policy(Clock(), queued_prefill_weight=1.0)
+    burst = QueuedPrefill.of(kv_request(first), route(unconfirmed, kv_request(first), pool))
+    assert pool[0].queued_prefill_tokens == 400
+    # r0: 4 + (400 - 396 shared); r1: 400.
     assert unconfirmed.choose(kv_request(first), pool) == RouteDecision(pool[0], "cache_hit", 396)
+    burst.settle()
     with pytest.raises(ValueError, match="queued_prefill_weight"):
         KVAwareConfig(queued_prefill_weight=-1)
 

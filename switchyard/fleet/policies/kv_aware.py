@@ -7,8 +7,10 @@ prefill there. Each candidate's cost, in prompt tokens' worth of work, is
 
     cost = (prompt tokens - matched tokens) + queued_prefill_weight x queued tokens + request_cost_tokens x load
 
-`queued tokens` are the prompt tokens routed there whose blocks the replica has not yet reported storing
-(pending in the index; the blocks this request would share aside): prefill work queued ahead of this request.
+`queued tokens` are the prefill queued ahead of this request there: the uncached prompt tokens the gateway
+sent there whose requests have not had their first token back (`Replica.queued_prefill_tokens`, counted by
+the proxy, always current), less the part of it this request shares (its leading blocks there only as routed,
+not yet reported stored), since that part is not work added by sending it there.
 `load` is as every load-minded policy measures it (policies/load.py): a request already queued or running
 there is taken to delay this one as much as prefilling `request_cost_tokens` tokens would. The cheapest
 replica wins ("cache_hit" when it holds some of the prompt, else "cache_miss"; ties in turn). Before that,
@@ -39,7 +41,7 @@ class KVAwareConfig:
     request_cost_tokens: float = 128
     """Prompt tokens of prefill one request of load is worth: higher spreads the load, lower chases caches."""
     queued_prefill_weight: float = 0.5
-    """Weight of the queued tokens (prefill routed to a replica and not yet reported done). A request count
+    """Weight of the queued tokens (prefill routed to a replica whose first token has not come back). A request count
     cannot tell a replica prefilling two new 1k-token prefixes from one streaming two cached turns; this can, so
     new prefixes spread by the work they bring. Under 1: leaving a cached prefix adds its prefill to the fleet's
     work, while the queued work gets done wherever this request goes."""
@@ -123,10 +125,10 @@ class KVAwarePolicy(RoutingPolicy):
         return self.index.leading_blocks(replica, hashes) * block_size
 
     def _queued_tokens(self, request: RouteRequest, replica: Replica, matched_tokens: int) -> int:
-        """Prompt tokens routed to `replica` and not yet reported computed, the ones this request shares aside."""
+        """Prefill queued at `replica` ahead of this request, the part this request shares aside."""
         block_size = self._block_size(replica)
         shared = self._block_hashes(request, block_size)[: matched_tokens // block_size]
-        return self.index.outstanding_blocks(replica, frozenset(shared)) * block_size
+        return max(0, replica.queued_prefill_tokens - self.index.pending_blocks(replica, shared) * block_size)
 
     def _block_size(self, replica: Replica) -> int:
         return self.index.block_size(replica) or self.config.default_block_size

@@ -1,8 +1,9 @@
 """A real HTTP worker on loopback that records the bodies it receives: what a replica sees of a request.
 
 It answers chat completions like a server would (a fixed answer with usage), and a streamed one with
-`cut_after` chunks and then a dropped connection mid-body, as a crashed replica would. /health and /metrics
-answer so the gateway's health checks find it healthy.
+`cut_after` chunks and then a dropped connection mid-body, as a crashed replica would; or, given a
+`first_token` event, a whole stream whose role chunk goes out at once and whose tokens wait for the event, as a
+server's do for the prefill. /health and /metrics answer so the gateway's health checks find it healthy.
 """
 
 from __future__ import annotations
@@ -18,7 +19,12 @@ OUTPUT_TOKENS = 3
 
 
 class RecordingWorker:
-    def __init__(self, cut_after: int = 4, gate: threading.Event | None = None) -> None:
+    def __init__(
+        self,
+        cut_after: int = 4,
+        gate: threading.Event | None = None,
+        first_token: threading.Event | None = None,
+    ) -> None:
         """`gate`: when given, each request is held after it was recorded until the gate is set."""
         self.bodies: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
@@ -40,6 +46,9 @@ class RecordingWorker:
                 worker.headers.append({name.lower(): value for name, value in self.headers.items()})
                 if gate is not None:
                     gate.wait(timeout=60)
+                if body.get("stream") and first_token is not None:
+                    self._whole_stream(first_token)
+                    return
                 if body.get("stream"):
                     self._cut_stream()
                     return
@@ -70,19 +79,34 @@ class RecordingWorker:
                 self.end_headers()
                 self.wfile.write(payload)
 
-            def _cut_stream(self) -> None:
+            def _start_stream(self) -> None:
                 self.send_response(200)
                 self.send_header("content-type", "text/event-stream")
                 self.send_header("transfer-encoding", "chunked")
                 self.end_headers()
+
+            def _send_event(self, data: str) -> None:
+                event = f"data: {data}\n\n".encode()
+                self.wfile.write(f"{len(event):x}\r\n".encode() + event + b"\r\n")
+                self.wfile.flush()
+
+            def _send_delta(self, delta: dict[str, str]) -> None:
+                chunk = {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta}]}
+                self._send_event(json.dumps(chunk, separators=(",", ":")))
+
+            def _whole_stream(self, first_token: threading.Event) -> None:
+                self._start_stream()
+                self._send_delta({"role": "assistant", "content": ""})
+                first_token.wait(timeout=60)
+                for index in range(OUTPUT_TOKENS):
+                    self._send_delta({"content": f"t{index}"})
+                self._send_event("[DONE]")
+                self.wfile.write(b"0\r\n\r\n")
+
+            def _cut_stream(self) -> None:
+                self._start_stream()
                 for index in range(worker.cut_after):
-                    chunk = {
-                        "object": "chat.completion.chunk",
-                        "choices": [{"index": 0, "delta": {"content": f"t{index}"}}],
-                    }
-                    event = f"data: {json.dumps(chunk)}\n\n".encode()
-                    self.wfile.write(f"{len(event):x}\r\n".encode() + event + b"\r\n")
-                    self.wfile.flush()
+                    self._send_delta({"content": f"t{index}"})
                 self.close_connection = True
                 self.connection.shutdown(socket.SHUT_RDWR)  # mid-body: no final chunk, no [DONE]
 
