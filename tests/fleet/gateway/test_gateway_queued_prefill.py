@@ -9,6 +9,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import openai
+import pytest
 from fleet_harness import gateway_config, start_gateway, wait_for
 from recording_worker import RecordingWorker
 
@@ -60,5 +62,27 @@ def test_a_requests_prefill_counts_on_its_replica_until_its_first_token(tiny_mod
         assert replica.queued_prefill_tokens == 0
     finally:
         first_token.set()
+        gateway.stop()
+        worker.stop()
+
+
+@pytest.mark.parametrize("cut_after", [0, 2], ids=["before-the-first-event", "mid-stream"])
+def test_a_stream_that_breaks_leaves_no_prefill_counted(tiny_model_dir: Path, cut_after: int) -> None:
+    """A replica that drops the connection before the first event (the attempt fails) or after it (the client
+    gets an error event) takes the request's prefill off its count either way."""
+    worker = RecordingWorker(cut_after=cut_after)
+    config = gateway_config({"held": [worker.url]}, policy="kv_aware", max_attempts=1)
+    pool_config = dataclasses.replace(config.pools[0], tokenizer=str(tiny_model_dir))
+    gateway = start_gateway(dataclasses.replace(config, pools=(pool_config,)))
+    try:
+        replica = gateway.runtime.pools["held"].replicas[0]
+        wait_for(lambda: replica.health is ReplicaHealth.HEALTHY, 60, "the worker healthy")
+        with pytest.raises(openai.APIError):
+            for _ in gateway.client().chat.completions.create(**BODY, stream=True):  # type: ignore[call-overload]
+                pass
+        assert len(worker.bodies) == 1
+        wait_for(lambda: replica.in_flight == 0, 30, "the attempt finished")
+        assert replica.queued_prefill_tokens == 0
+    finally:
         gateway.stop()
         worker.stop()
