@@ -84,29 +84,23 @@ class KVIndex:
     def leading_blocks(self, replica: Replica, block_hashes: Sequence[int]) -> int:
         """How many of `block_hashes`, from the first, the replica holds (confirmed, or pending and not
         lapsed): a cache hit covers a prompt's leading blocks only, up to the first one missing."""
-        known = self._replicas.get(replica)
-        if known is None:
-            return 0
-        now = self._clock()
-        count = 0
-        for block_hash in block_hashes:
-            if block_hash not in known.confirmed and known.pending.get(block_hash, 0.0) <= now:
-                break
-            count += 1
-        return count
+        return self.leading_held(replica, block_hashes)[0]
 
-    def pending_blocks(self, replica: Replica, block_hashes: Iterable[int]) -> int:
-        """How many of `block_hashes` are there only as routed (pending, not lapsed, not yet confirmed): blocks
-        another request sent there brings, which may still be in its prefill."""
+    def leading_held(self, replica: Replica, block_hashes: Sequence[int]) -> tuple[int, int]:
+        """`leading_blocks`, and how many of those are there only as routed (pending, not yet confirmed):
+        blocks another request brings there, which may still be in its prefill."""
         known = self._replicas.get(replica)
         if known is None:
-            return 0
+            return 0, 0
         now = self._clock()
-        return sum(
-            1
-            for block_hash in block_hashes
-            if block_hash not in known.confirmed and known.pending.get(block_hash, 0.0) > now
-        )
+        held = pending = 0
+        for block_hash in block_hashes:
+            if block_hash not in known.confirmed:
+                if known.pending.get(block_hash, 0.0) <= now:
+                    break
+                pending += 1
+            held += 1
+        return held, pending
 
     def _purge(self, now: float) -> None:
         """Drop lapsed pending entries (at most once per `pending_ttl`, so routing stays cheap)."""

@@ -86,11 +86,16 @@ class KVAwarePolicy(RoutingPolicy):
             return RouteDecision(least_loaded(candidates, self._turns), "least_load")
         config = self.config
         loads = [replica_load(replica) for replica in candidates]
-        matched = [self._matched_tokens(request, replica) for replica in candidates]
+        held = [self._held_tokens(request, replica) for replica in candidates]
+        matched = [hit for hit, _ in held]
         if is_imbalanced(loads, config.balance_abs_threshold, config.balance_rel_threshold):
             chosen = least_loaded(candidates, self._turns)
             return RouteDecision(chosen, "balance", matched[candidates.index(chosen)])
-        queued = [self._queued_tokens(request, r, hit) for r, hit in zip(candidates, matched, strict=True)]
+        # the prefill queued there, less the part this request shares (not work added by sending it there)
+        queued = [
+            max(0, replica.queued_prefill_tokens - shared)
+            for replica, (_, shared) in zip(candidates, held, strict=True)
+        ]
         costs = [
             (len(tokens) - hit) + config.queued_prefill_weight * waiting + config.request_cost_tokens * load
             for hit, waiting, load in zip(matched, queued, loads, strict=True)
@@ -115,20 +120,16 @@ class KVAwarePolicy(RoutingPolicy):
     async def stop(self) -> None:
         await self.subscriber.stop()
 
-    def _matched_tokens(self, request: RouteRequest, replica: Replica) -> int:
-        """Prompt tokens the replica should find cached: its leading held blocks, but never the prompt's last
-        token, which the engine always computes (its logits are needed)."""
+    def _held_tokens(self, request: RouteRequest, replica: Replica) -> tuple[int, int]:
+        """Prompt tokens the replica should find cached (its leading held blocks, but never the prompt's last
+        token, which the engine always computes: its logits are needed), and how many of those are there only
+        as routed, maybe still in another request's prefill."""
         assert request.token_ids is not None
         block_size = self._block_size(replica)
         usable = (len(request.token_ids) - 1) // block_size
         hashes = self._block_hashes(request, block_size)[:usable]
-        return self.index.leading_blocks(replica, hashes) * block_size
-
-    def _queued_tokens(self, request: RouteRequest, replica: Replica, matched_tokens: int) -> int:
-        """Prefill queued at `replica` ahead of this request, the part this request shares aside."""
-        block_size = self._block_size(replica)
-        shared = self._block_hashes(request, block_size)[: matched_tokens // block_size]
-        return max(0, replica.queued_prefill_tokens - self.index.pending_blocks(replica, shared) * block_size)
+        held, pending = self.index.leading_held(replica, hashes)
+        return held * block_size, pending * block_size
 
     def _block_size(self, replica: Replica) -> int:
         return self.index.block_size(replica) or self.config.default_block_size
